@@ -1,0 +1,43 @@
+"""The ``grace`` command. Each subcommand lives in a module named for what it does; domain
+errors become one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from grace_core.errors import GraceError
+
+app = typer.Typer(
+    name="grace",
+    help="GRACE: grow a trusted knowledge base out of LLM output with experts in the loop.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    from flows.cli import scoring  # noqa: F401  (registers its commands on `app`)
+
+
+def main() -> None:
+    _register()
+    try:
+        app(standalone_mode=False)
+    except GraceError as exc:
+        print(f"grace: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("grace: aborted", file=sys.stderr)
+        sys.exit(1)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

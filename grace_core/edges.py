@@ -1,0 +1,106 @@
+"""Edge tables: validation and typing (DESIGN §1).
+
+An edge table has one row per judgement: ``doc_id, source_id, source_kind, claim_id, label``
+with ``source_kind ∈ {prior, verified, response}`` and ``label ∈ {entails, contradicts}``.
+Only ``entails`` rows become graph edges; ``contradicts`` rows from priors only retype edges.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from grace_core.errors import InvalidEdgeTable
+from grace_core.params import ScoringParams
+
+EDGE_COLUMNS = ("doc_id", "source_id", "source_kind", "claim_id", "label")
+SOURCE_KINDS = ("prior", "verified", "response")
+PRIOR_KINDS = ("prior", "verified")
+LABELS = ("entails", "contradicts")
+EDGE_TYPES = ("anchor", "agree", "neutral", "contra")
+
+
+def _first_row(df: pl.DataFrame, mask: pl.Expr) -> tuple[int, dict] | None:
+    hit = df.with_row_index("_row").filter(mask).head(1)
+    if hit.height == 0:
+        return None
+    rec = hit.row(0, named=True)
+    return int(rec.pop("_row")) + 1, rec
+
+
+def validate_edges(edges: pl.DataFrame, origin: str = "edge table") -> pl.DataFrame:
+    """Check an edge table and return it with string columns, or raise :class:`InvalidEdgeTable`
+    naming ``origin``, the 1-based row and the field of the first problem found."""
+    missing = [c for c in EDGE_COLUMNS if c not in edges.columns]
+    if missing:
+        raise InvalidEdgeTable(f"{origin}: missing column(s) {', '.join(missing)} (need {', '.join(EDGE_COLUMNS)})")
+    try:
+        df = edges.select(pl.col(c).cast(pl.Utf8) for c in EDGE_COLUMNS)
+    except pl.exceptions.PolarsError as exc:
+        raise InvalidEdgeTable(f"{origin}: columns must be text: {exc}") from None
+    for col in EDGE_COLUMNS:
+        hit = _first_row(df, pl.col(col).is_null())
+        if hit:
+            raise InvalidEdgeTable(f"{origin}: row {hit[0]}: field '{col}' is null")
+    for col, allowed in (("source_kind", SOURCE_KINDS), ("label", LABELS)):
+        hit = _first_row(df, ~pl.col(col).is_in(allowed))
+        if hit:
+            raise InvalidEdgeTable(
+                f"{origin}: row {hit[0]}: field '{col}' has unknown value {hit[1][col]!r} (expected one of {', '.join(allowed)})"
+            )
+    sources = df.select("doc_id", pl.col("source_id").alias("node_id")).unique()
+    claims = df.select("doc_id", pl.col("claim_id").alias("node_id")).unique()
+    both = sources.join(claims, on=["doc_id", "node_id"], how="semi")
+    if both.height:
+        doc, node = both.sort(["doc_id", "node_id"]).row(0)
+        hit = _first_row(df, (pl.col("doc_id") == doc) & (pl.col("claim_id") == node))
+        raise InvalidEdgeTable(
+            f"{origin}: row {hit[0] if hit else '?'}: field 'claim_id': id {node!r} is used both as a source and as a claim in document {doc!r}"
+        )
+    return df
+
+
+def claim_flags(edges: pl.DataFrame, rejected: pl.DataFrame | None = None, claims: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per (doc_id, claim_id) of ``edges`` and ``claims`` with the facts the status rule needs:
+
+    - ``in_prior``: some prior (document passage or verified claim) entails the claim (c ∈ C_P);
+    - ``contradicted``: some prior contradicts it;
+    - ``rejected``: reviewers rejected it (``rejected`` lists ``doc_id, claim_id``).
+    """
+    is_prior = pl.col("source_kind").is_in(PRIOR_KINDS)
+    flags = edges.group_by("doc_id", "claim_id").agg(
+        in_prior=(is_prior & (pl.col("label") == "entails")).any(),
+        contradicted=(is_prior & (pl.col("label") == "contradicts")).any(),
+    )
+    if claims is not None:
+        keys = claims.select(pl.col("doc_id").cast(pl.Utf8), pl.col("claim_id").cast(pl.Utf8)).unique()
+        flags = flags.join(keys, on=["doc_id", "claim_id"], how="full", coalesce=True)
+    rej = pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})
+    if rejected is not None:
+        rej = rejected.select(pl.col("doc_id").cast(pl.Utf8), pl.col("claim_id").cast(pl.Utf8)).unique()
+    return flags.join(rej.with_columns(rejected=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
+        pl.col("in_prior", "contradicted", "rejected").fill_null(False)
+    )
+
+
+def type_edges(edges: pl.DataFrame, flags: pl.DataFrame, params: ScoringParams) -> pl.DataFrame:
+    """The graph edges: the ``entails`` rows, each with ``edge_type`` and ``weight``.
+
+    First rule that holds (DESIGN §1): a prior source → ``anchor``; a response to a claim that a
+    prior contradicts and none entails, or that reviewers rejected → ``contra``; a response to a
+    claim some prior entails → ``agree``; otherwise ``neutral``. Traversal cost is ``1 / weight``.
+    """
+    ent = edges.filter(pl.col("label") == "entails").unique(["doc_id", "source_id", "claim_id"], keep="first", maintain_order=True)
+    ent = ent.join(flags, on=["doc_id", "claim_id"], how="left")
+    etype = (
+        pl.when(pl.col("source_kind").is_in(PRIOR_KINDS))
+        .then(pl.lit("anchor"))
+        .when(pl.col("rejected") | (pl.col("contradicted") & ~pl.col("in_prior")))
+        .then(pl.lit("contra"))
+        .when(pl.col("in_prior"))
+        .then(pl.lit("agree"))
+        .otherwise(pl.lit("neutral"))
+    )
+    weights = {"anchor": params.w_anchor, "agree": params.w_agree, "neutral": params.w_neutral, "contra": params.w_contra}
+    return ent.select("doc_id", "source_id", "source_kind", "claim_id", etype.alias("edge_type")).with_columns(
+        weight=pl.col("edge_type").replace_strict(weights, return_dtype=pl.Float64)
+    )

@@ -1,0 +1,42 @@
+"""Typed scoring parameters (DESIGN §1–§6). Values, never read from the environment here:
+the entry point builds one settings object that *is* a :class:`ScoringParams` and passes it down.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grace_core.errors import InvalidSettings
+
+
+class ScoringParams(BaseModel):
+    """Edge weights, centrality thresholds and selection constants.
+
+    Invariant (DESIGN §1): ``w_anchor > w_agree > w_neutral > w_contra > 0``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    w_anchor: float = Field(3.0, description="Weight of a prior → claim edge.")
+    w_agree: float = Field(2.0, description="Weight of a response → claim edge when a prior entails the claim.")
+    w_neutral: float = Field(1.0, description="Weight of any other response → claim edge.")
+    w_contra: float = Field(0.25, description="Weight of a response edge to a contradicted or rejected claim.")
+    delta_refute: float = Field(0.5, ge=0, description="Refute a claim with no anchor/agree edge below this share of the document's median closeness.")
+    lambda_c: float = Field(0.5, ge=0, description="Priority weight of boundary betweenness.")
+    lambda_n: float = Field(0.5, ge=0, description="Priority weight of novelty.")
+    k: float = Field(10.0, gt=0, description="Steepness of the confidence sigmoid.")
+    delta: float = Field(0.5, description="Midpoint of the confidence sigmoid.")
+    epsilon: float = Field(0.01, gt=0, description="Floor of the embedding part of a review's cost.")
+    mu: float = Field(0.01, ge=0, description="Cost per expected review second.")
+    review_seconds: float = Field(30.0, ge=0, description="Expected seconds per claim for human reviewers with no history.")
+    alpha: float = Field(0.5, ge=0, le=1, description="Retrieval mix of query similarity and closeness.")
+
+    @model_validator(mode="after")
+    def _weights_ordered(self) -> "ScoringParams":
+        w = (self.w_anchor, self.w_agree, self.w_neutral, self.w_contra)
+        if not (w[0] > w[1] > w[2] > w[3] > 0):
+            raise InvalidSettings(
+                "edge weights must satisfy w_anchor > w_agree > w_neutral > w_contra > 0, got "
+                f"anchor={w[0]}, agree={w[1]}, neutral={w[2]}, contra={w[3]}"
+            )
+        return self

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian machine: graph-tool from Debian, a venv made from
+# /usr/bin/python3 with --system-site-packages, the pinned dependencies, and grace itself.
+# A second run only compares a stamp and returns in well under a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quiet=0; [ "${1:-}" = "--quiet" ] && quiet=1
+say() { [ "$quiet" = 1 ] || echo "[setup] $*" >&2; }
+
+SYS_PY=/usr/bin/python3
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if ! "$SYS_PY" -c "import graph_tool" >/dev/null 2>&1 || ! "$SYS_PY" -c "import ensurepip" >/dev/null 2>&1; then
+    say "installing Debian packages python3-graph-tool python3-venv (apt-get)"
+    as_root apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends \
+        python3-graph-tool python3-venv >/dev/null
+fi
+
+stamp_src=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -x .venv/bin/python ] && [ -f .venv/.grace-stamp ] && [ "$(cat .venv/.grace-stamp)" = "$stamp_src" ]; then
+    exit 0
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    say "creating .venv from $SYS_PY (--system-site-packages, for graph-tool)"
+    "$SYS_PY" -m venv --system-site-packages .venv
+fi
+if [ ! -x .venv/bin/uv ]; then
+    say "installing uv into .venv"
+    .venv/bin/python -m pip install -q uv
+fi
+links=(); [ -d /opt/wheels ] && links=(--find-links /opt/wheels)
+say "installing pinned dependencies (requirements.lock)"
+.venv/bin/uv pip install -q --python .venv/bin/python "${links[@]}" -r requirements.lock
+.venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+echo "$stamp_src" > .venv/.grace-stamp
+say "ready"

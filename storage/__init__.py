@@ -1,0 +1,1 @@
+"""The lake: every path, bucket and DuckDB file GRACE uses lives behind this package."""
