@@ -43,8 +43,9 @@ def wf_closeness(g: Graph, cost) -> np.ndarray:
     comp, _ = label_components(g)
     sizes = np.bincount(comp.a)
     n_v = sizes[comp.a].astype(float)
+    alone = n_v <= 1
+    inv_sum[alone] = 0.0  # graph-tool reports inf for isolated vertices
     cc = inv_sum * (n_v - 1.0) ** 2 / (n - 1.0)
-    cc[(n_v <= 1) | ~np.isfinite(cc)] = 0.0
     return cc
 
 

@@ -15,3 +15,24 @@ class InvalidEdgeTable(GraceError):
 
 class InvalidVerdicts(GraceError):
     """A verdict table has unknown values or misses required columns."""
+
+
+class LakeError(GraceError):
+    """The lake cannot be reached, read or written (bad root, missing bucket, unreadable files,
+    a table written with another schema version)."""
+
+
+class InvalidTable(GraceError):
+    """Rows handed to the lake do not fit the table's declared schema (names table, row and field)."""
+
+
+class InvalidBatch(GraceError):
+    """A document batch is not valid (names file, line and field); nothing of it is stored."""
+
+
+class ReadOnlyQuery(GraceError):
+    """``grace sql`` was given a statement that could write, attach or change settings."""
+
+
+class QueryFailed(GraceError):
+    """A read-only SQL query could not be parsed or run."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 GROUNDED, BOUNDARY, REFUTED = "grounded", "boundary", "refuted"
+TIE_TOLERANCE = 1e-9
 STATUSES = (GROUNDED, BOUNDARY, REFUTED)
 
 
@@ -26,11 +27,14 @@ def claim_status(
     - **grounded** if a prior entails it (:math:`c \in C_P`) and none contradicts it;
     - **boundary** otherwise: novel claims and contested ones (entailed and contradicted).
 
+    A claim exactly at the threshold is not refuted: the comparison allows a relative
+    tolerance of ``TIE_TOLERANCE`` so that float summation order cannot decide a tie.
+
     Returns an array of the strings ``grounded | boundary | refuted``.
     """
     cc = np.asarray(closeness, dtype=float)
     median = float(np.median(cc)) if len(cc) else 0.0
-    far = ~np.asarray(in_prior, bool) & (cc < delta_refute * median)
+    far = ~np.asarray(in_prior, bool) & (cc < delta_refute * median * (1.0 - TIE_TOLERANCE))
     refuted = np.asarray(rejected, bool) | (np.asarray(contradicted, bool) & ~np.asarray(in_prior, bool)) | far
     grounded = ~refuted & np.asarray(in_prior, bool) & ~np.asarray(contradicted, bool)
     return np.where(refuted, REFUTED, np.where(grounded, GROUNDED, BOUNDARY))

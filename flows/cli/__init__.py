@@ -19,25 +19,14 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from flows.cli import scoring  # noqa: F401  (registers its commands on `app`)
+    from flows.cli import scoring  # noqa: F401  (each module registers its commands on `app`)
 
 
 def main() -> None:
+    """Entry point of the ``grace`` console command."""
     _register()
     try:
-        app(standalone_mode=False)
+        app()  # usage errors are reported by click itself (exit code 2)
     except GraceError as exc:
         print(f"grace: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("grace: aborted", file=sys.stderr)
-        sys.exit(1)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise

@@ -1,0 +1,102 @@
+"""Verdicts, promotion and cascade (DESIGN §5): pure state changes on tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from grace_core.errors import InvalidVerdicts
+
+VERDICTS = ("confirm", "reject", "abstain")
+VERIFIED_PREFIX = "v:"
+
+
+def verified_source_id(claim_id: str) -> str:
+    """Source id of the prior a confirmed claim becomes (never equal to a claim id)."""
+    return VERIFIED_PREFIX + claim_id
+
+
+def aggregate_verdicts(votes: pl.DataFrame, quorum: int = 1) -> pl.DataFrame:
+    """Aggregate raw votes (``doc_id, claim_id, reviewer, verdict``) into one decision per claim.
+
+    Once at least ``quorum`` reviewers answered (abstentions count as answers), the decision is
+    the majority of the non-abstain votes; a tie or only abstentions give ``abstain``. Claims
+    below quorum get a null decision (pending). Returns ``doc_id, claim_id, n_votes, n_confirm,
+    n_reject, n_abstain, decision``.
+    """
+    bad = votes.filter(~pl.col("verdict").is_in(VERDICTS))
+    if bad.height:
+        raise InvalidVerdicts(f"unknown verdict {bad['verdict'][0]!r} for claim {bad['claim_id'][0]!r} (expected one of {', '.join(VERDICTS)})")
+    agg = votes.group_by("doc_id", "claim_id").agg(
+        n_votes=pl.len(),
+        n_confirm=(pl.col("verdict") == "confirm").sum(),
+        n_reject=(pl.col("verdict") == "reject").sum(),
+        n_abstain=(pl.col("verdict") == "abstain").sum(),
+    )
+    decision = (
+        pl.when(pl.col("n_votes") < quorum)
+        .then(None)
+        .when(pl.col("n_confirm") > pl.col("n_reject"))
+        .then(pl.lit("confirm"))
+        .when(pl.col("n_reject") > pl.col("n_confirm"))
+        .then(pl.lit("reject"))
+        .otherwise(pl.lit("abstain"))
+    )
+    return agg.with_columns(decision=decision).sort("doc_id", "claim_id")
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What a round's decisions change: new verified priors with their self-anchor edges, and
+    the claims rejected for good."""
+
+    sources: pl.DataFrame  # doc_id, source_id, source_kind="verified", text, claim_id
+    edges: pl.DataFrame  # doc_id, source_id, source_kind, claim_id, label="entails"
+    rejected: pl.DataFrame  # doc_id, claim_id
+
+
+def promote(decisions: pl.DataFrame, claims: pl.DataFrame) -> Promotion:
+    """Apply decisions (``doc_id, claim_id, decision``) to claims (``doc_id, claim_id, text``).
+
+    confirm → the claim becomes a prior (source kind ``verified``, its own text as passage)
+    with an anchor edge to itself; reject → listed in ``rejected`` (Refuted for good, its
+    response edges become contra at the next scoring); abstain or pending → no change.
+    """
+    confirmed = decisions.filter(pl.col("decision") == "confirm").select("doc_id", "claim_id").join(
+        claims.select("doc_id", "claim_id", "text"), on=["doc_id", "claim_id"], how="left"
+    )
+    missing = confirmed.filter(pl.col("text").is_null())
+    if missing.height:
+        raise InvalidVerdicts(f"confirmed claim {missing['claim_id'][0]!r} of document {missing['doc_id'][0]!r} is not in the claims table")
+    sources = confirmed.select(
+        "doc_id",
+        (pl.lit(VERIFIED_PREFIX) + pl.col("claim_id")).alias("source_id"),
+        pl.lit("verified").alias("source_kind"),
+        "text",
+        "claim_id",
+    )
+    edges = sources.select("doc_id", "source_id", "source_kind", "claim_id", pl.lit("entails").alias("label"))
+    rejected = decisions.filter(pl.col("decision") == "reject").select("doc_id", "claim_id")
+    return Promotion(sources=sources, edges=edges, rejected=rejected)
+
+
+def cascade_candidates(new_sources: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
+    """Pairs for the judge: each newly verified prior × the Boundary claims of its document
+    (other than the claim it came from). ``scores`` has ``doc_id, claim_id, status``."""
+    boundary = scores.filter(pl.col("status") == "boundary").select("doc_id", pl.col("claim_id").alias("target_id"))
+    return (
+        new_sources.select("doc_id", "source_id", "claim_id")
+        .join(boundary, on="doc_id")
+        .filter(pl.col("target_id") != pl.col("claim_id"))
+        .select("doc_id", "source_id", pl.col("target_id").alias("claim_id"))
+    )
+
+
+def cascade_edges(judged: pl.DataFrame) -> pl.DataFrame:
+    """Anchor edges of the cascade: the judged candidate pairs (``doc_id, source_id, claim_id,
+    label``) that a newly verified claim entails, as ``verified`` → claim ``entails`` rows.
+    After these are added and the document is rescored, those claims turn Grounded unreviewed."""
+    return judged.filter(pl.col("label") == "entails").select(
+        "doc_id", "source_id", pl.lit("verified").alias("source_kind"), "claim_id", pl.lit("entails").alias("label")
+    ).unique(maintain_order=True)

@@ -1,0 +1,68 @@
+"""Choosing what experts review (DESIGN §4): review cost, the deferral rule and budgeted
+greedy selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from grace_core.params import ScoringParams
+
+
+def review_cost(claim_emb: np.ndarray, prior_emb: np.ndarray, params: ScoringParams, review_seconds: float) -> np.ndarray:
+    r"""Cost of sending each claim of one document to review:
+
+    .. math:: Cost(c) = \max\bigl(\varepsilon,\ \min_{p \in P} (1 - \cos(e_c, e_p))\bigr) + \mu\, t(c)
+
+    ``claim_emb`` (m × d) and ``prior_emb`` (p × d) are embeddings of the document's claims and
+    priors; ``review_seconds`` is t(c), the expected seconds per claim of the reviewer pool
+    (0 for an automatic verifier). A document without priors has embedding distance 1 (as for
+    orthogonal texts).
+    """
+    claim_emb = np.asarray(claim_emb, dtype=float)
+    if len(prior_emb) == 0:
+        dist = np.ones(len(claim_emb))
+    else:
+        a = claim_emb / np.maximum(np.linalg.norm(claim_emb, axis=1, keepdims=True), 1e-12)
+        p = np.asarray(prior_emb, dtype=float)
+        p = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+        dist = (1.0 - a @ p.T).min(axis=1)
+    return np.maximum(params.epsilon, dist) + params.mu * review_seconds
+
+
+def deferral_gain() -> pl.Expr:
+    r"""Gain of deferring a claim, from ``priority``, ``confidence`` (σ) and ``cost`` columns:
+
+    .. math:: gain(c) = \frac{(1 - \sigma(c))\,Pri(c) - Cost(c)}{Cost(c)}
+
+    Deferring beats auto-resolving (:math:`U_{defer} = Pri - Cost > U_{auto} = \sigma Pri`)
+    exactly when :math:`(1-\sigma) Pri > Cost`, i.e. when the gain is positive.
+    """
+    return ((1.0 - pl.col("confidence")) * pl.col("priority") - pl.col("cost")) / pl.col("cost")
+
+
+def select_for_review(candidates: pl.DataFrame, budget: float) -> pl.DataFrame:
+    """Budgeted greedy selection of boundary claims to defer.
+
+    ``candidates`` has ``doc_id, claim_id, priority, confidence, cost`` (boundary claims; rows
+    with null priority are ignored). Claims whose deferral rule holds are ranked by
+    :func:`deferral_gain` (highest first; ties by claim id, then doc id, so a round is
+    deterministic) and each is taken when its cost still fits in what is left of ``budget``: a
+    candidate that does not fit is skipped and later, cheaper ones may still fit.
+
+    Returns the selected rows in selection order with ``gain`` and ``rank`` (1-based) added.
+    """
+    ranked = (
+        candidates.filter(pl.col("priority").is_not_null())
+        .with_columns(gain=deferral_gain())
+        .filter(pl.col("gain") > 0)
+        .sort(["gain", "claim_id", "doc_id"], descending=[True, False, False])
+    )
+    costs = ranked["cost"].to_numpy()
+    take = np.zeros(len(costs), dtype=bool)
+    left = float(budget)
+    for i, c in enumerate(costs):
+        if c <= left:
+            take[i] = True
+            left -= c
+    return ranked.filter(pl.Series(take)).with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int64))

@@ -1,0 +1,123 @@
+"""Hand-computed cases for review cost, the deferral rule, budgeted selection, verdict
+aggregation, promotion and cascade, metrics and retrieval (DESIGN §4–§7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from grace_core.edges import validate_edges
+from grace_core.errors import InvalidVerdicts
+from grace_core.metrics import grounding_precision, round_metrics
+from grace_core.params import ScoringParams
+from grace_core.promotion import aggregate_verdicts, cascade_candidates, cascade_edges, promote
+from grace_core.retrieval import passage_closeness, retrieval_scores, top_passages
+from grace_core.scoring import score_edges
+from grace_core.selection import review_cost, select_for_review
+
+P = ScoringParams()
+
+
+def test_review_cost_is_nearest_prior_distance_floored_plus_time() -> None:
+    claims = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    priors = np.array([[1.0, 0.0], [1.0, 1.0]])
+    cost = review_cost(claims, priors, P, review_seconds=30.0)
+    # nearest-prior distances 0 (→ ε), 1 − 1/√2, 0 (→ ε); plus μ·t = 0.3
+    assert cost == pytest.approx([0.01 + 0.3, 1 - 2 ** -0.5 + 0.3, 0.01 + 0.3])
+    assert review_cost(claims, np.empty((0, 2)), P, review_seconds=0.0) == pytest.approx([1.0, 1.0, 1.0])
+
+
+def cand(rows: list[tuple[str, float, float, float]]) -> pl.DataFrame:
+    return pl.DataFrame([{"doc_id": "d", "claim_id": c, "priority": p, "confidence": s, "cost": k} for c, p, s, k in rows])
+
+
+def test_deferral_rule_defers_only_when_one_minus_sigma_times_priority_beats_cost() -> None:
+    sel = select_for_review(cand([("yes", 1.0, 0.2, 0.5), ("no", 1.0, 0.6, 0.5), ("edge", 1.0, 0.5, 0.5)]), budget=10)
+    # (1−σ)·Pri − Cost: yes 0.8−0.5 > 0; no 0.4−0.5 < 0; edge 0.5−0.5 = 0 (not strictly better)
+    assert sel["claim_id"].to_list() == ["yes"]
+    assert sel["gain"][0] == pytest.approx(0.3 / 0.5)
+
+
+def test_budget_greedy_skips_what_does_not_fit_and_takes_a_later_cheaper_one() -> None:
+    # gains: a (1·1−0.6)/0.6 = 0.667, b (1−0.5)/0.5 = 1.0, c (0.6−0.3)/0.3 = 1.0 → order b, c (tie by id), a
+    c = cand([("a", 1.0, 0.0, 0.6), ("b", 1.0, 0.0, 0.5), ("c", 0.6, 0.0, 0.3), ("d", 0.5, 0.0, 0.35)])
+    sel = select_for_review(c, budget=0.9)
+    # b (0.5, 0.4 left), c (0.3, 0.1 left), a (0.6) does not fit, d (0.35) does not fit
+    assert sel["claim_id"].to_list() == ["b", "c"]
+    sel = select_for_review(c, budget=1.2)
+    # b (0.7 left), c (0.4 left), a skipped (0.6 > 0.4), d fits (0.35)
+    assert sel["claim_id"].to_list() == ["b", "c", "d"] and sel["rank"].to_list() == [1, 2, 3]
+    assert sel["cost"].sum() <= 1.2
+
+
+def votes(rows: list[tuple[str, str, str]]) -> pl.DataFrame:
+    return pl.DataFrame([{"doc_id": "d", "claim_id": c, "reviewer": r, "verdict": v} for c, r, v in rows])
+
+
+def test_verdict_aggregation_majority_ties_abstentions_and_quorum() -> None:
+    agg = aggregate_verdicts(votes([
+        ("maj", "a", "confirm"), ("maj", "b", "confirm"), ("maj", "c", "reject"),
+        ("tie", "a", "confirm"), ("tie", "b", "reject"), ("tie", "c", "abstain"),
+        ("abst", "a", "abstain"), ("abst", "b", "abstain"),
+        ("rej", "a", "reject"), ("rej", "b", "abstain"),
+        ("few", "a", "confirm"),
+    ]), quorum=2)
+    got = dict(zip(agg["claim_id"], agg["decision"]))
+    assert got == {"maj": "confirm", "tie": "abstain", "abst": "abstain", "rej": "reject", "few": None}
+    with pytest.raises(InvalidVerdicts, match="unknown verdict 'maybe'"):
+        aggregate_verdicts(votes([("x", "a", "maybe")]))
+
+
+def _edges(rows):
+    return validate_edges(pl.DataFrame([{"doc_id": "d", "source_id": s, "source_kind": k, "claim_id": c, "label": "entails"} for s, k, c in rows]))
+
+
+def test_promotion_and_cascade_change_statuses_as_designed() -> None:
+    base = _edges([
+        ("p", "prior", "g"), ("r1", "response", "g"), ("r1", "response", "x"), ("r2", "response", "x"),
+        ("r2", "response", "y"), ("r1", "response", "z"), ("r2", "response", "w"),
+    ])
+    before = score_edges(base, P)
+    assert dict(zip(before["claim_id"], before["status"])) == {"g": "grounded", "x": "boundary", "y": "boundary", "z": "boundary", "w": "boundary"}
+    decisions = pl.DataFrame({"doc_id": ["d"] * 3, "claim_id": ["x", "z", "w"], "decision": ["confirm", "reject", "abstain"]})
+    claims = pl.DataFrame({"doc_id": ["d"] * 5, "claim_id": ["g", "x", "y", "z", "w"], "text": ["G.", "X.", "Y.", "Z.", "W."]})
+    promo = promote(decisions, claims)
+    assert promo.sources.to_dicts() == [{"doc_id": "d", "source_id": "v:x", "source_kind": "verified", "text": "X.", "claim_id": "x"}]
+    assert promo.rejected.to_dicts() == [{"doc_id": "d", "claim_id": "z"}]
+    # cascade: the judge says v:x entails y (not w)
+    pairs = cascade_candidates(promo.sources, before)
+    assert sorted(pairs["claim_id"]) == ["w", "y", "z"]
+    judged = pairs.with_columns(label=pl.when(pl.col("claim_id") == "y").then(pl.lit("entails")).otherwise(pl.lit("neutral")))
+    new_edges = cascade_edges(judged)
+    assert new_edges.to_dicts() == [{"doc_id": "d", "source_id": "v:x", "source_kind": "verified", "claim_id": "y", "label": "entails"}]
+    after = score_edges(pl.concat([base, promo.edges, new_edges]), P, rejected=promo.rejected)
+    status = dict(zip(after["claim_id"], after["status"]))
+    assert status == {"g": "grounded", "x": "grounded", "y": "grounded", "z": "refuted", "w": "boundary"}
+
+
+def test_round_metrics() -> None:
+    scores = pl.DataFrame({
+        "doc_id": ["a", "a", "a", "b", "b"], "claim_id": ["1", "2", "3", "4", "5"],
+        "status": ["grounded", "boundary", "refuted", "boundary", "grounded"],
+        "from_response": [True, True, True, True, False],
+    })
+    decisions = pl.DataFrame({"claim_id": ["2", "4", "9"], "decision": ["confirm", "reject", "abstain"]})
+    m = round_metrics(scores, decisions, cascaded=pl.DataFrame({"doc_id": ["a"], "claim_id": ["1"]}))
+    assert m["pcr"] == pytest.approx(1 / 4) and m["kf"] == pytest.approx(1.0)
+    assert m["yield"] == pytest.approx(1 / 3) and m["yield_decided"] == pytest.approx(1 / 2)
+    assert m["cascade"] == pytest.approx(0.5)
+    assert (m["grounded"], m["boundary"], m["refuted"]) == (2, 2, 1)
+    truth = pl.DataFrame({"doc_id": ["a", "b"], "claim_id": ["1", "5"], "is_true": [True, False]})
+    assert grounding_precision(scores, truth) == pytest.approx(0.5)
+
+
+def test_retrieval_score_and_context_dedup() -> None:
+    entails = pl.DataFrame({"doc_id": ["d"] * 3, "source_id": ["s1", "s1", "s2"], "claim_id": ["a", "b", "a"]})
+    scores = pl.DataFrame({"doc_id": ["d"] * 2, "claim_id": ["a", "b"], "closeness_norm": [1.0, 0.5]})
+    pcc = dict(passage_closeness(entails, scores).select("source_id", "passage_cc").iter_rows())
+    assert pcc == {"s1": 0.75, "s2": 1.0}
+    s = retrieval_scores(np.array([1.0, 0.0]), np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0.75, 1.0]), alpha=0.5)
+    assert s == pytest.approx([0.5 + 0.375, 0.0 + 0.5])
+    cands = pl.DataFrame({"passage_id": ["c1", "c2", "c3", "c4"], "prior_id": ["A", "A", "B", "C"], "score": [0.9, 0.8, 0.5, 0.7]})
+    assert top_passages(cands, k=2)["passage_id"].to_list() == ["c1", "c4"]
