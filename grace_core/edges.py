@@ -89,7 +89,7 @@ def type_edges(edges: pl.DataFrame, flags: pl.DataFrame, params: ScoringParams) 
     prior contradicts and none entails, or that reviewers rejected → ``contra``; a response to a
     claim some prior entails → ``agree``; otherwise ``neutral``. Traversal cost is ``1 / weight``.
     """
-    ent = edges.filter(pl.col("label") == "entails").unique(["doc_id", "source_id", "claim_id"], keep="first", maintain_order=True)
+    ent = edges.filter(pl.col("label") == "entails").unique(["doc_id", "source_id", "claim_id"], keep="any")
     ent = ent.join(flags, on=["doc_id", "claim_id"], how="left")
     etype = (
         pl.when(pl.col("source_kind").is_in(PRIOR_KINDS))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from grace_core.centrality import novelty, subgraph_betweenness, wf_closeness
+from grace_core.centrality import bipartite_distances, novelty, subgraph_betweenness, wf_closeness
 from grace_core.edges import PRIOR_KINDS, claim_flags, type_edges
 from grace_core.graph import build_graph, index_documents
 from grace_core.params import ScoringParams
@@ -58,13 +58,14 @@ def score_edges(
     for _, ns, es in idx.documents():
         g, cost = build_graph(ns.stop - ns.start, e_src[es], e_dst[es], e_cost[es])
         claim_mask = is_claim[ns]
-        cc = wf_closeness(g, cost)
+        dist = bipartite_distances(g, cost, ~claim_mask, e_src[es], e_dst[es], e_cost[es])
+        cc = wf_closeness(dist)
         status = claim_status(cc[claim_mask], in_prior[ns][claim_mask], contradicted[ns][claim_mask], rejected_arr[ns][claim_mask], params.delta_refute)
         keep = is_response[ns].copy()
         claim_vertices = np.flatnonzero(claim_mask)
         keep[claim_vertices[status == BOUNDARY]] = True
         bt = subgraph_betweenness(g, cost, keep)
-        nov = novelty(g, cost, is_prior[ns], claim_mask)
+        nov = novelty(dist, is_prior[ns], claim_mask)
         cc_all[ns] = cc
         bt_doc = np.full(ns.stop - ns.start, np.nan)
         bt_doc[keep] = bt[keep]

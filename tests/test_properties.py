@@ -8,7 +8,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grace_core.centrality import wf_closeness
+from grace_core.centrality import bipartite_distances, wf_closeness
 from grace_core.graph import build_graph
 from grace_core.params import ScoringParams
 from grace_core.selection import select_for_review
@@ -34,11 +34,15 @@ def test_upgrading_neutral_to_agree_never_lowers_that_claims_closeness(case) -> 
     src = np.array([s for s, _ in pairs])
     dst = np.array([n_src + c for _, c in pairs])
     w = np.array(weights, dtype=float)
-    g, cost = build_graph(n_src + n_claims, src, dst, 1.0 / w)
-    before = wf_closeness(g, cost)[dst[upgrade]]
+    left = np.arange(n_src + n_claims) < n_src
+
+    def closeness_of_claim() -> float:
+        g, cost = build_graph(n_src + n_claims, src, dst, 1.0 / w)
+        return wf_closeness(bipartite_distances(g, cost, left, src, dst, 1.0 / w))[dst[upgrade]]
+
+    before = closeness_of_claim()
     w[upgrade] = P.w_agree
-    g, cost = build_graph(n_src + n_claims, src, dst, 1.0 / w)
-    after = wf_closeness(g, cost)[dst[upgrade]]
+    after = closeness_of_claim()
     assert after >= before - 1e-12
 
 
