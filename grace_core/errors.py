@@ -36,3 +36,28 @@ class ReadOnlyQuery(GraceError):
 
 class QueryFailed(GraceError):
     """A read-only SQL query could not be parsed or run."""
+
+
+class ModelError(GraceError):
+    """A model backend failed in a way that stops the whole batch (not one item)."""
+
+
+class ModelUnavailable(ModelError):
+    """The model endpoint refuses every request: bad key, unknown model, no permission, or the
+    packaged offline model cannot be found."""
+
+
+class SpendCapReached(ModelError):
+    """The round's USD spend cap is used up: no new model calls start until the next round."""
+
+
+class UnknownModelPrice(ModelError):
+    """A spend cap is set but litellm has no price for the model and no per-token cost is configured."""
+
+
+class MalformedReply(ModelError):
+    """A model reply is not the JSON the role asked for (retried, then recorded as a failed item)."""
+
+
+class EmbeddingFailed(ModelError):
+    """An embedding API call kept failing; nothing can be scored without vectors."""

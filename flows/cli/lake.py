@@ -1,0 +1,85 @@
+"""``grace sql`` (read-only SQL over the lake's catalog) and ``grace ingest`` (one document
+batch into the lake)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import polars as pl
+import typer
+
+from flows.cli import app
+from flows.settings import build_settings
+from grace_core.errors import InvalidBatch
+from storage.ingest import ingest_batch
+from storage.lake import Lake
+
+LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:
+    """Lists and structs as JSON text, so every format can hold them."""
+    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct))]
+    return df.with_columns(
+        pl.Series(c, [None if v is None else json.dumps(v, default=str) for v in df[c].to_list()], pl.Utf8)
+        for c in nested
+    )
+
+
+def render(df: pl.DataFrame, fmt: OutputFormat) -> str:
+    """The query result as text in ``fmt``: an aligned table with a row count, CSV with a
+    header, or a JSON array of row objects."""
+    if fmt is OutputFormat.json:
+        return df.write_json() + "\n"
+    if fmt is OutputFormat.csv:
+        return _flatten_nested(df).write_csv()
+    with pl.Config(
+        tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, fmt_str_lengths=80, tbl_width_chars=10_000,
+        tbl_hide_column_data_types=True,
+    ):
+        text = str(df)
+    return f"{text}\n({df.height} row{'s' if df.height != 1 else ''})\n"
+
+
+@app.command("sql")
+def sql(
+    query: str = typer.Argument(..., help="One SELECT statement over the lake's tables and views."),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the result to this file instead of stdout."),
+) -> None:
+    """Run a read-only SQL query over the lake (tables, claim_status, round_metrics,
+    review_queue, reviewer_stats, …). Statements that write, attach or change settings are refused."""
+    settings = build_settings(lake=lake)
+    result = Lake.open(settings, must_exist=True).query(query)
+    text = render(result, fmt)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+@app.command("ingest")
+def ingest(
+    batch: Path = typer.Argument(..., help="A JSONL document batch (one document per line)."),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+) -> None:
+    """Ingest one document batch: all of it or nothing; the same batch twice changes nothing."""
+    try:
+        data = batch.read_bytes()
+    except OSError as exc:
+        raise InvalidBatch(f"{batch}: cannot read: {exc.strerror}") from None
+    settings = build_settings(lake=lake)
+    target = Lake.open(settings)
+    report = ingest_batch(target, data, batch.name)
+    print(f"{report.summary()} (lake {target.uri})")

@@ -1,0 +1,317 @@
+"""Where lake files live: a local folder or an S3 prefix, behind one small interface.
+
+Paths handed to a store are relative to the lake root, with ``/`` separators. Both stores
+give the same guarantees the commit protocol (:mod:`storage.commit`) relies on:
+
+- :meth:`Store.write_bytes` is atomic: readers see the old object or the whole new one
+  (local: a hidden temporary file in the same folder, then ``os.replace``; S3: one PUT, which
+  S3 makes visible only once complete);
+- :meth:`Store.create_bytes` is atomic *create-only*: of two writers of the same name exactly
+  one wins (local: ``os.link`` of a finished temporary file; S3: ``PUT`` with
+  ``If-None-Match: *``, supported by AWS S3, MinIO and moto).
+
+S3 credentials come from the standard AWS chain (environment, profile, instance role) through
+boto3 (small objects, listings) and pyarrow's S3 filesystem (reading Parquet); they are never
+printed or logged, and error messages name only the bucket and key.
+
+The DuckDB catalog of a local lake is ``<lake>/catalog.duckdb``. An S3 lake's catalog is kept
+in a local cache folder (``catalog_cache`` setting, default ``~/.cache/grace/catalogs``), one
+subfolder per lake, and rebuilt whenever it is behind the lake; its views name ``s3://`` URLs,
+which GRACE reads through pyarrow's S3 filesystem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from grace_core.errors import LakeError
+from storage.config import LakeConfig
+
+CATALOG_FILE = "catalog.duckdb"
+
+
+class Store(ABC):
+    """A lake root. ``uri`` is how the root is shown to people and recorded in the catalog."""
+
+    uri: str
+    arrow_fs: pafs.FileSystem
+
+    @abstractmethod
+    def arrow_path(self, rel: str) -> str:
+        """The path of ``rel`` for :attr:`arrow_fs`."""
+
+    @abstractmethod
+    def file_uri(self, rel: str) -> str:
+        """The location of ``rel`` as DuckDB names it: an absolute path or an ``s3://`` URL."""
+
+    @abstractmethod
+    def read_bytes(self, rel: str) -> bytes | None:
+        """The content of ``rel``, or ``None`` when it does not exist."""
+
+    @abstractmethod
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write ``rel`` atomically, replacing any previous content."""
+
+    @abstractmethod
+    def create_bytes(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` atomically unless it exists; ``False`` when it already existed."""
+
+    @abstractmethod
+    def list_names(self, rel_dir: str) -> list[str]:
+        """Names of the finished files directly inside ``rel_dir`` (empty if it does not exist)."""
+
+    @abstractmethod
+    def exists(self, rel: str) -> bool:
+        """Whether the finished file ``rel`` exists."""
+
+    @property
+    @abstractmethod
+    def catalog_path(self) -> Path:
+        """Local path of this lake's DuckDB catalog file."""
+
+    def duckdb_filesystem(self) -> Any | None:
+        """An fsspec filesystem DuckDB must register to read this lake's files, if any."""
+        return None
+
+
+class LocalStore(Store):
+    """A lake in a local folder (created on first write)."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root).expanduser().resolve()
+        if self.root.exists() and not self.root.is_dir():
+            raise LakeError(f"lake {self.root}: exists and is not a folder")
+        self.uri = str(self.root)
+        self.arrow_fs = pafs.LocalFileSystem()
+
+    def _path(self, rel: str) -> Path:
+        return self.root.joinpath(*rel.split("/"))
+
+    def arrow_path(self, rel: str) -> str:
+        return str(self._path(rel))
+
+    def file_uri(self, rel: str) -> str:
+        return str(self._path(rel))
+
+    def read_bytes(self, rel: str) -> bytes | None:
+        try:
+            return self._path(rel).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise LakeError(f"lake {self.uri}: cannot read {rel}: {exc.strerror}") from None
+
+    def _temp(self, final: Path, data: bytes) -> Path:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        final = self._path(rel)
+        try:
+            tmp = self._temp(final, data)
+            os.replace(tmp, final)
+        except OSError as exc:
+            raise LakeError(f"lake {self.uri}: cannot write {rel}: {exc.strerror}") from None
+
+    def create_bytes(self, rel: str, data: bytes) -> bool:
+        final = self._path(rel)
+        try:
+            tmp = self._temp(final, data)
+        except OSError as exc:
+            raise LakeError(f"lake {self.uri}: cannot write {rel}: {exc.strerror}") from None
+        try:
+            os.link(tmp, final)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        try:
+            with os.scandir(self._path(rel_dir)) as it:
+                return [e.name for e in it if e.is_file() and not e.name.startswith(".")]
+        except FileNotFoundError:
+            return []
+
+    def exists(self, rel: str) -> bool:
+        return self._path(rel).is_file()
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.root / CATALOG_FILE
+
+
+class S3Store(Store):
+    """A lake under ``s3://bucket/prefix`` of AWS S3 or any S3-compatible endpoint.
+
+    The bucket must exist; GRACE never creates or deletes buckets."""
+
+    def __init__(self, uri: str, *, endpoint_url: str | None, region: str | None, cache_dir: Path) -> None:
+        import boto3
+        from botocore.config import Config
+
+        rest = uri[len("s3://"):]
+        self.bucket, _, prefix = rest.partition("/")
+        if not self.bucket:
+            raise LakeError(f"lake {uri}: no bucket name (expected s3://bucket/prefix)")
+        self.prefix = prefix.strip("/")
+        self.uri = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        session = boto3.session.Session()
+        self.region = region or session.region_name or self._bucket_region(endpoint_url)
+        self.endpoint_url = endpoint_url
+        self._s3 = session.client(
+            "s3", endpoint_url=endpoint_url, region_name=self.region,
+            config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+        )
+        self.arrow_fs = pafs.S3FileSystem(endpoint_override=endpoint_url, region=self.region)
+        lake_hash = hashlib.sha256(f"{endpoint_url or 'aws'}|{self.uri}".encode()).hexdigest()[:16]
+        self._catalog = cache_dir / lake_hash / CATALOG_FILE
+
+    def _bucket_region(self, endpoint_url: str | None) -> str:
+        """The bucket's own region when none is configured (AWS); us-east-1 for other endpoints."""
+        if endpoint_url:
+            return "us-east-1"
+        try:
+            return pafs.resolve_s3_region(self.bucket)
+        except OSError as exc:
+            raise LakeError(f"lake {self.uri}: cannot find the region of bucket {self.bucket!r} (set GRACE_S3_REGION): {exc}") from None
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def arrow_path(self, rel: str) -> str:
+        return f"{self.bucket}/{self._key(rel)}"
+
+    def file_uri(self, rel: str) -> str:
+        return f"s3://{self.bucket}/{self._key(rel)}"
+
+    def _fail(self, action: str, rel: str, exc: Exception) -> LakeError:
+        from botocore.exceptions import ClientError, NoCredentialsError
+
+        if isinstance(exc, NoCredentialsError):
+            return LakeError(f"lake {self.uri}: no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE)")
+        if isinstance(exc, ClientError):
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "NoSuchBucket":
+                return LakeError(f"lake {self.uri}: bucket {self.bucket!r} does not exist")
+            return LakeError(f"lake {self.uri}: cannot {action} {rel}: {code or exc}")
+        return LakeError(f"lake {self.uri}: cannot {action} {rel}: {type(exc).__name__}: {exc}")
+
+    def read_bytes(self, rel: str) -> bytes | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return self._s3.get_object(Bucket=self.bucket, Key=self._key(rel))["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise self._fail("read", rel, exc) from None
+        except BotoCoreError as exc:
+            raise self._fail("read", rel, exc) from None
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=self._key(rel), Body=data)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("write", rel, exc) from None
+
+    def create_bytes(self, rel: str, data: bytes) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for attempt in range(5):
+            try:
+                self._s3.put_object(Bucket=self.bucket, Key=self._key(rel), Body=data, IfNoneMatch="*")
+                return True
+            except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if status == 412:
+                    return False
+                if status == 409:  # a concurrent conditional write of the same key is in flight
+                    time.sleep(0.1 * (attempt + 1))
+                    continue
+                raise self._fail("write", rel, exc) from None
+            except BotoCoreError as exc:
+                raise self._fail("write", rel, exc) from None
+        raise LakeError(f"lake {self.uri}: cannot write {rel}: concurrent writers kept conflicting")
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = self._key(rel_dir).rstrip("/") + "/"
+        names: list[str] = []
+        try:
+            for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+                names += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("list", rel_dir, exc) from None
+        return names
+
+    def exists(self, rel: str) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._s3.head_object(Bucket=self.bucket, Key=self._key(rel))
+            return True
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return False
+            raise self._fail("read", rel, exc) from None
+        except BotoCoreError as exc:
+            raise self._fail("read", rel, exc) from None
+
+    def check_bucket(self) -> None:
+        """Fail early, with one clear line, when the bucket is missing or unreachable."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._s3.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                raise LakeError(f"lake {self.uri}: bucket {self.bucket!r} does not exist") from None
+            raise self._fail("open", "the bucket", exc) from None
+        except BotoCoreError as exc:
+            raise self._fail("open", "the bucket", exc) from None
+
+    @property
+    def catalog_path(self) -> Path:
+        return self._catalog
+
+    def duckdb_filesystem(self) -> Any:
+        from fsspec.implementations.arrow import ArrowFSWrapper
+
+        return ArrowFSWrapper(self.arrow_fs)
+
+
+def default_catalog_cache() -> Path:
+    """``$XDG_CACHE_HOME/grace/catalogs`` (``~/.cache/grace/catalogs`` when unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "grace" / "catalogs"
+
+
+def open_store(config: LakeConfig) -> Store:
+    """The store for ``config.lake``: ``s3://bucket/prefix`` or a local folder."""
+    root = config.lake.strip()
+    if root.startswith("s3://"):
+        cache = Path(config.catalog_cache).expanduser() if config.catalog_cache else default_catalog_cache()
+        store = S3Store(root, endpoint_url=config.s3_endpoint_url, region=config.s3_region, cache_dir=cache)
+        store.check_bucket()
+        return store
+    if "://" in root:
+        raise LakeError(f"lake {root}: unsupported location (use a local folder or s3://bucket/prefix)")
+    return LocalStore(root)

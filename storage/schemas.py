@@ -1,0 +1,216 @@
+"""Every lake table: its declared pyarrow schema, schema version, partitioning and allowed values.
+
+Rows handed to the lake are conformed to these schemas (:func:`conform`) before anything is
+written; each Parquet file carries its table name and schema version in its metadata and in
+the commit record, and a reader refuses files of another version. Required fields are
+non-nullable. Per-round tables are stored under ``round=N/`` folders.
+
+Tables and column choices:
+
+``documents`` (not partitioned): one row per ingested document. ``doc_id``; ``title``;
+``content_hash`` (SHA-256 of everything stored for it: same id with another hash is a
+conflict); ``batch_id`` and ``line`` (where it came from); ``source_format``
+(text | sections | qasper | quality); ``n_words``, ``n_priors``, ``n_questions``.
+
+``sources`` (by round): the nodes that make claims. ``source_kind`` prior (a document
+section or chunk, round 0, ``name`` = section name or ``Chunk k``), verified (a confirmed
+claim promoted to a prior, ``claim_id`` = that claim) or response (a sampled LLM answer,
+``name`` = a sample label, ``model`` and ``call_key`` = its ``llm_calls`` row). ``ord`` orders
+a document's sources; ``batch_id`` is set for priors.
+
+``questions`` (not partitioned): ``doc_id, question_id, ord, question``; ``options`` for
+multiple choice; ``gold_json`` keeps the gold answers for evaluation; ``batch_id``.
+
+``claims`` (by round): one row per decomposition: claim ``claim_id`` (a hash of doc id and
+normalised text, DESIGN §1) with ``text`` was decomposed from source ``source_id`` of kind
+``source_kind`` in ``round``, at position ``ord``; ``call_key`` names the decomposition call.
+Unique claims are the distinct ``(doc_id, claim_id)``; response claims (for PCR) are those
+with a ``source_kind = 'response'`` row.
+
+``edges`` (by round): judge results, the edge table of :mod:`grace_core.edges`:
+``doc_id, source_id, source_kind, claim_id, label`` (entails | contradicts) plus ``round``
+and the judge's ``call_key``.
+
+``scores`` (by round): the columns of :data:`grace_core.scoring.SCORE_COLUMNS` plus ``round``.
+Scoring is per document, so a document scored in a round has rows for all its claims there.
+
+``deferrals`` (by round): claims sent to review. One row per claim and assigned reviewer
+(overlap > 1 gives several rows): ``priority, confidence, cost, gain, rank`` from the
+selection, ``deadline`` (null: none) and ``created_at``.
+
+``verdicts`` (by round, the round of the deferral answered): every raw vote.
+``verdict`` confirm | reject | abstain, ``reviewer``, ``seconds_spent``, ``note``,
+``channel`` (ui, file, terminal, verifier, …) and ``created_at``.
+
+``rounds`` (by round): one row per stage run of a round: ``stage`` (ingest, build, score,
+dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and ``detail_json``.
+
+``batches`` (not partitioned): the ingestion manifest, one row per ingested batch file:
+``batch_id`` (SHA-256 of its bytes), ``name``, ``n_lines``, ``n_documents`` (in the file),
+``n_new_documents`` (stored by this batch), ``n_priors``, ``n_questions``, ``ingested_at``.
+
+``llm_calls`` (by round): model-call cache and cost ledger. ``key`` (content hash of the
+request), ``role`` (responder, decomposer, judge, verifier, answerer, …), ``model``,
+``request`` and ``response`` (JSON text), ``prompt_tokens``, ``completion_tokens``,
+``cost_usd``, ``latency_s``, ``outcome`` (ok, error, …) and ``created_at``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from grace_core.errors import InvalidTable
+
+SOURCE_KINDS = ("prior", "verified", "response")
+LABELS = ("entails", "contradicts")
+STATUSES = ("grounded", "boundary", "refuted")
+VERDICTS = ("confirm", "reject", "abstain")
+ROUND = "round"
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _req(name: str, type_: pa.DataType) -> pa.Field:
+    return pa.field(name, type_, nullable=False)
+
+
+def _opt(name: str, type_: pa.DataType) -> pa.Field:
+    return pa.field(name, type_, nullable=True)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A lake table: ``schema`` (non-nullable fields are required), ``version`` (bumped on any
+    incompatible change), whether it is ``partitioned`` by round, and ``allowed`` values of
+    enumerated columns."""
+
+    name: str
+    schema: pa.Schema
+    version: int
+    partitioned: bool
+    allowed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def _spec(name: str, fields: list[pa.Field], *, partitioned: bool, version: int = 1, **allowed: tuple[str, ...]) -> TableSpec:
+    return TableSpec(name, pa.schema(fields), version, partitioned, allowed)
+
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        _spec("documents", [
+            _req("doc_id", pa.string()), _req("title", pa.string()), _req("content_hash", pa.string()),
+            _req("batch_id", pa.string()), _req("line", pa.int32()), _req("source_format", pa.string()),
+            _req("n_words", pa.int64()), _req("n_priors", pa.int32()), _req("n_questions", pa.int32()),
+        ], partitioned=False),
+        _spec("sources", [
+            _req("doc_id", pa.string()), _req("source_id", pa.string()), _req("source_kind", pa.string()),
+            _req(ROUND, pa.int32()), _opt("name", pa.string()), _opt("ord", pa.int32()), _req("text", pa.string()),
+            _opt("claim_id", pa.string()), _opt("model", pa.string()), _opt("call_key", pa.string()), _opt("batch_id", pa.string()),
+        ], partitioned=True, source_kind=SOURCE_KINDS),
+        _spec("questions", [
+            _req("doc_id", pa.string()), _req("question_id", pa.string()), _req("ord", pa.int32()),
+            _req("question", pa.string()), _opt("options", pa.list_(pa.string())), _opt("gold_json", pa.string()),
+            _req("batch_id", pa.string()),
+        ], partitioned=False),
+        _spec("claims", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()),
+            _req("source_id", pa.string()), _req("source_kind", pa.string()), _opt("ord", pa.int32()),
+            _req("text", pa.string()), _opt("call_key", pa.string()),
+        ], partitioned=True, source_kind=SOURCE_KINDS),
+        _spec("edges", [
+            _req("doc_id", pa.string()), _req("source_id", pa.string()), _req("source_kind", pa.string()),
+            _req("claim_id", pa.string()), _req("label", pa.string()), _req(ROUND, pa.int32()), _opt("call_key", pa.string()),
+        ], partitioned=True, source_kind=SOURCE_KINDS, label=LABELS),
+        _spec("scores", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()),
+            _req("in_prior", pa.bool_()), _req("contradicted", pa.bool_()), _req("rejected", pa.bool_()),
+            _req("closeness", pa.float64()), _req("closeness_norm", pa.float64()), _req("status", pa.string()),
+            _opt("betweenness", pa.float64()), _opt("betweenness_norm", pa.float64()),
+            _req("novelty", pa.float64()), _opt("novelty_norm", pa.float64()),
+            _opt("priority", pa.float64()), _req("confidence", pa.float64()), _req(ROUND, pa.int32()),
+        ], partitioned=True, status=STATUSES),
+        _spec("deferrals", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("reviewer", pa.string()),
+            _req("priority", pa.float64()), _req("confidence", pa.float64()), _req("cost", pa.float64()),
+            _req("gain", pa.float64()), _opt("rank", pa.int32()), _opt("deadline", _TS), _req("created_at", _TS),
+        ], partitioned=True),
+        _spec("verdicts", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("reviewer", pa.string()),
+            _req("verdict", pa.string()), _opt("seconds_spent", pa.float64()), _opt("note", pa.string()),
+            _opt("channel", pa.string()), _req("created_at", _TS),
+        ], partitioned=True, verdict=VERDICTS),
+        _spec("rounds", [
+            _req(ROUND, pa.int32()), _req("stage", pa.string()), _req("started_at", _TS), _opt("finished_at", _TS),
+            _opt("n_documents", pa.int64()), _opt("detail_json", pa.string()),
+        ], partitioned=True),
+        _spec("batches", [
+            _req("batch_id", pa.string()), _req("name", pa.string()), _req("n_lines", pa.int64()),
+            _req("n_documents", pa.int64()), _req("n_new_documents", pa.int64()), _req("n_priors", pa.int64()),
+            _req("n_questions", pa.int64()), _req("ingested_at", _TS),
+        ], partitioned=False),
+        _spec("llm_calls", [
+            _req("key", pa.string()), _req("role", pa.string()), _req(ROUND, pa.int32()), _req("model", pa.string()),
+            _req("request", pa.string()), _opt("response", pa.string()), _opt("prompt_tokens", pa.int64()),
+            _opt("completion_tokens", pa.int64()), _opt("cost_usd", pa.float64()), _opt("latency_s", pa.float64()),
+            _req("outcome", pa.string()), _req("created_at", _TS),
+        ], partitioned=True),
+    )
+}
+
+
+def table_spec(name: str) -> TableSpec:
+    """The spec of table ``name``, or :class:`InvalidTable` listing the known tables."""
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise InvalidTable(f"unknown table {name!r} (tables: {', '.join(TABLES)})") from None
+
+
+def _first_row(mask: pa.ChunkedArray | pa.Array) -> int:
+    """1-based index of the first true value of ``mask``."""
+    return int(pc.index(mask, True).as_py()) + 1
+
+
+def conform(name: str, data: pl.DataFrame | pa.Table) -> pa.Table:
+    """Return ``data`` as an Arrow table with exactly table ``name``'s schema.
+
+    Extra columns are an error (they would be silently lost); missing optional columns become
+    nulls; types are cast safely. Raises :class:`InvalidTable` naming the table, the field and,
+    for values, the 1-based row: a missing required column, a value that cannot be cast, a
+    null in a required field, or a value outside an enumerated column's allowed set.
+    """
+    spec = table_spec(name)
+    table = data.to_arrow() if isinstance(data, pl.DataFrame) else data
+    extra = [c for c in table.column_names if c not in spec.schema.names]
+    if extra:
+        raise InvalidTable(f"table {name}: unknown column(s) {', '.join(extra)} (columns: {', '.join(spec.schema.names)})")
+    columns = []
+    for f in spec.schema:
+        if f.name not in table.column_names:
+            if not f.nullable:
+                raise InvalidTable(f"table {name}: missing required column '{f.name}'")
+            columns.append(pa.chunked_array([pa.nulls(table.num_rows, f.type)]))
+            continue
+        col = table.column(f.name)
+        try:
+            col = col.cast(f.type) if col.type != f.type else col
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise InvalidTable(f"table {name}: field '{f.name}': cannot store {col.type} as {f.type}: {str(exc).splitlines()[0]}") from None
+        if not f.nullable and col.null_count:
+            raise InvalidTable(f"table {name}: row {_first_row(col.is_null())}: field '{f.name}' is null (required)")
+        allowed = spec.allowed.get(f.name)
+        if allowed:
+            bad = pc.invert(pc.is_in(col, value_set=pa.array(allowed, f.type)))
+            bad = pc.and_(bad, col.is_valid())
+            if pc.any(bad).as_py():
+                row = _first_row(bad)
+                raise InvalidTable(
+                    f"table {name}: row {row}: field '{f.name}' has unknown value {col[row - 1].as_py()!r} (expected one of {', '.join(allowed)})"
+                )
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=spec.schema)

@@ -1,0 +1,183 @@
+"""SQL of the catalog's derived views, in the order they must be created (later views use
+earlier ones). Each is plain DuckDB SQL over the table views, so the catalog file shows them
+in any DuckDB client.
+
+- ``verdict_outcomes``: one row per deferral round and claim: vote counts (one vote per
+  reviewer: their latest) and the majority ``outcome`` of the non-abstain votes (a tie or only
+  abstentions → abstain), as :func:`grace_core.promotion.aggregate_verdicts` with quorum 1.
+- ``claim_status``: the latest status and scores of every scored claim. Scoring is per
+  document, so a claim's latest row is its row in the latest round its document was scored.
+- ``claim_texts``: one row per unique claim: its text, first round, number of sources it was
+  decomposed from and ``from_response`` (decomposed from some sampled response). Join it to
+  ``claim_status`` ``USING (doc_id, claim_id)`` when the text is wanted (kept apart so status
+  queries need not aggregate every claim row).
+- ``round_metrics``: per scored round, as of the end of that round (a document not rescored in
+  a round keeps its previous scores): counts per status; PCR (grounded response claims / all
+  response claims); KF (boundary claims per document); yield = confirmed / deferred claims of
+  the round and ``yield_decided`` = confirmed / (confirmed + rejected); cascade = claims per
+  document that turned from boundary to grounded since the previous scored round without
+  having been confirmed by review (DESIGN §7).
+- ``review_queue``: open deferrals: each claim × reviewer's latest deferral that this reviewer
+  has not answered, with the claim's text and current status; ``overdue`` once past its
+  deadline (the flows return overdue claims to the pool).
+- ``reviewer_stats``: per round and reviewer: counts per verdict, mean seconds per verdict,
+  agreement (share of their votes on claims with ≥ 2 votes that equal the majority outcome)
+  and the round's Fleiss' kappa over claims with ≥ 2 votes (categories confirm, reject,
+  abstain; p_j pooled over all votes, so items may have different numbers of raters).
+"""
+
+from __future__ import annotations
+
+_LATEST_VOTES = """
+    SELECT * FROM verdicts
+    QUALIFY row_number() OVER (PARTITION BY round, doc_id, claim_id, reviewer ORDER BY created_at DESC) = 1
+"""
+
+DERIVED_VIEWS: dict[str, str] = {
+    "verdict_outcomes": f"""
+        WITH votes AS ({_LATEST_VOTES}),
+        counts AS (
+            SELECT round, doc_id, claim_id, count(*) AS n_votes,
+                   count(*) FILTER (WHERE verdict = 'confirm') AS n_confirm,
+                   count(*) FILTER (WHERE verdict = 'reject') AS n_reject,
+                   count(*) FILTER (WHERE verdict = 'abstain') AS n_abstain
+            FROM votes GROUP BY round, doc_id, claim_id
+        )
+        SELECT *, CASE WHEN n_confirm > n_reject THEN 'confirm'
+                       WHEN n_reject > n_confirm THEN 'reject'
+                       ELSE 'abstain' END AS outcome
+        FROM counts
+    """,
+    "claim_status": """
+        WITH latest AS (SELECT doc_id, max(round) AS round FROM scores GROUP BY doc_id)
+        SELECT s.doc_id, s.claim_id, s.status, s.round AS scored_round, s.confidence, s.priority,
+               s.closeness, s.closeness_norm, s.betweenness, s.novelty, s.in_prior, s.contradicted, s.rejected
+        FROM scores s
+        JOIN latest l ON l.doc_id = s.doc_id AND l.round = s.round
+    """,
+    "claim_texts": """
+        SELECT doc_id, claim_id, arg_min(text, round) AS text, min(round) AS first_round,
+               count(DISTINCT source_id) AS n_sources,
+               bool_or(source_kind = 'response') AS from_response
+        FROM claims GROUP BY doc_id, claim_id
+    """,
+    "round_metrics": """
+        WITH scored_rounds AS (SELECT DISTINCT round FROM scores),
+        doc_rounds AS (SELECT DISTINCT doc_id, round FROM scores),
+        latest_scoring AS (
+            SELECT r.round, d.doc_id, max(d.round) AS scored_round
+            FROM scored_rounds r JOIN doc_rounds d ON d.round <= r.round
+            GROUP BY r.round, d.doc_id
+        ),
+        status_at AS (
+            SELECT a.round, s.doc_id, s.claim_id, s.status
+            FROM latest_scoring a JOIN scores s ON s.doc_id = a.doc_id AND s.round = a.scored_round
+        ),
+        response_claims AS (
+            SELECT doc_id, claim_id, min(round) AS first_round
+            FROM claims WHERE source_kind = 'response' GROUP BY doc_id, claim_id
+        ),
+        per_round AS (
+            SELECT round, count(DISTINCT doc_id) AS n_documents, count(*) AS n_claims,
+                   count(*) FILTER (WHERE status = 'grounded') AS n_grounded,
+                   count(*) FILTER (WHERE status = 'boundary') AS n_boundary,
+                   count(*) FILTER (WHERE status = 'refuted') AS n_refuted
+            FROM status_at GROUP BY round
+        ),
+        coverage AS (
+            SELECT sa.round, count(*) AS n_response_claims,
+                   count(*) FILTER (WHERE sa.status = 'grounded') AS n_grounded_response_claims
+            FROM status_at sa JOIN response_claims rc
+              ON rc.doc_id = sa.doc_id AND rc.claim_id = sa.claim_id AND rc.first_round <= sa.round
+            GROUP BY sa.round
+        ),
+        reviewed AS (
+            SELECT d.round, count(*) AS n_deferred,
+                   count(*) FILTER (WHERE o.outcome = 'confirm') AS n_confirmed,
+                   count(*) FILTER (WHERE o.outcome = 'reject') AS n_rejected,
+                   count(*) FILTER (WHERE o.outcome = 'abstain') AS n_abstained
+            FROM (SELECT DISTINCT round, doc_id, claim_id FROM deferrals) d
+            LEFT JOIN verdict_outcomes o ON o.round = d.round AND o.doc_id = d.doc_id AND o.claim_id = d.claim_id
+            GROUP BY d.round
+        ),
+        previous AS (SELECT round, lag(round) OVER (ORDER BY round) AS prev_round FROM scored_rounds),
+        cascaded AS (
+            SELECT cur.round, count(*) AS n_cascade
+            FROM status_at cur
+            JOIN previous p ON p.round = cur.round
+            JOIN status_at old ON old.round = p.prev_round AND old.doc_id = cur.doc_id AND old.claim_id = cur.claim_id
+            WHERE cur.status = 'grounded' AND old.status = 'boundary'
+              AND NOT EXISTS (
+                  SELECT 1 FROM verdict_outcomes o
+                  WHERE o.doc_id = cur.doc_id AND o.claim_id = cur.claim_id
+                    AND o.outcome = 'confirm' AND o.round < cur.round
+              )
+            GROUP BY cur.round
+        )
+        SELECT p.round, p.n_documents, p.n_claims, p.n_grounded, p.n_boundary, p.n_refuted,
+               coalesce(c.n_response_claims, 0) AS n_response_claims,
+               c.n_grounded_response_claims / nullif(c.n_response_claims, 0) AS pcr,
+               p.n_boundary / p.n_documents AS kf,
+               coalesce(r.n_deferred, 0) AS n_deferred,
+               coalesce(r.n_confirmed, 0) AS n_confirmed,
+               coalesce(r.n_rejected, 0) AS n_rejected,
+               coalesce(r.n_abstained, 0) AS n_abstained,
+               r.n_confirmed / nullif(r.n_deferred, 0) AS yield,
+               r.n_confirmed / nullif(r.n_confirmed + r.n_rejected, 0) AS yield_decided,
+               coalesce(k.n_cascade, 0) AS n_cascade,
+               coalesce(k.n_cascade, 0) / p.n_documents AS cascade
+        FROM per_round p
+        LEFT JOIN coverage c ON c.round = p.round
+        LEFT JOIN reviewed r ON r.round = p.round
+        LEFT JOIN cascaded k ON k.round = p.round
+        ORDER BY p.round
+    """,
+    "review_queue": """
+        WITH latest AS (
+            SELECT * FROM deferrals
+            QUALIFY row_number() OVER (PARTITION BY doc_id, claim_id, reviewer ORDER BY round DESC, created_at DESC) = 1
+        )
+        SELECT d.doc_id, d.claim_id, d.round, d.reviewer, d.rank, d.gain, d.priority, d.confidence,
+               d.cost, d.deadline, coalesce(d.deadline < now(), false) AS overdue, d.created_at,
+               cs.status, t.text
+        FROM latest d
+        LEFT JOIN claim_status cs ON cs.doc_id = d.doc_id AND cs.claim_id = d.claim_id
+        LEFT JOIN (
+            SELECT doc_id, claim_id, arg_min(text, round) AS text FROM claims
+            WHERE (doc_id, claim_id) IN (SELECT doc_id, claim_id FROM latest)
+            GROUP BY doc_id, claim_id
+        ) t ON t.doc_id = d.doc_id AND t.claim_id = d.claim_id
+        WHERE NOT EXISTS (
+            SELECT 1 FROM verdicts v
+            WHERE v.doc_id = d.doc_id AND v.claim_id = d.claim_id
+              AND v.reviewer = d.reviewer AND v.round = d.round
+        )
+    """,
+    "reviewer_stats": f"""
+        WITH votes AS ({_LATEST_VOTES}),
+        items AS (
+            SELECT round, n_votes AS n, n_confirm AS a, n_reject AS b, n_abstain AS c
+            FROM verdict_outcomes WHERE n_votes >= 2
+        ),
+        pooled AS (
+            SELECT round,
+                   avg((a * a + b * b + c * c - n)::DOUBLE / (n * (n - 1))) AS p_bar,
+                   (sum(a) / sum(n)) ** 2 + (sum(b) / sum(n)) ** 2 + (sum(c) / sum(n)) ** 2 AS p_e
+            FROM items GROUP BY round
+        ),
+        kappa AS (
+            SELECT round, CASE WHEN p_e < 1 THEN (p_bar - p_e) / (1 - p_e) END AS fleiss_kappa FROM pooled
+        )
+        SELECT v.round, v.reviewer, count(*) AS n_verdicts,
+               count(*) FILTER (WHERE v.verdict = 'confirm') AS n_confirm,
+               count(*) FILTER (WHERE v.verdict = 'reject') AS n_reject,
+               count(*) FILTER (WHERE v.verdict = 'abstain') AS n_abstain,
+               avg(v.seconds_spent) AS mean_seconds,
+               avg(CASE WHEN o.n_votes >= 2 THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
+               any_value(k.fleiss_kappa) AS fleiss_kappa
+        FROM votes v
+        JOIN verdict_outcomes o ON o.round = v.round AND o.doc_id = v.doc_id AND o.claim_id = v.claim_id
+        LEFT JOIN kappa k ON k.round = v.round
+        GROUP BY v.round, v.reviewer
+    """,
+}

@@ -1,0 +1,261 @@
+"""The DuckDB catalog: table views, derived views (checked against hand-computed values and
+grace_core.metrics), freshness after commits, and opening it from a plain DuckDB process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from grace_core.metrics import round_metrics as core_round_metrics
+from grace_core.promotion import aggregate_verdicts
+from storage.commit import commit_tables
+from storage.config import LakeConfig
+from storage.lake import Lake
+from storage.schemas import TABLES
+from storage.views import DERIVED_VIEWS
+from tests.storage.sample_rows import claims
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def one_row(spec_name: str) -> pa.Table:
+    """A valid one-row table for any lake table."""
+    spec = TABLES[spec_name]
+    values = []
+    for f in spec.schema:
+        t = f.type
+        if f.name in spec.allowed:
+            v = spec.allowed[f.name][0]
+        elif pa.types.is_string(t):
+            v = "x"
+        elif pa.types.is_integer(t):
+            v = 1
+        elif pa.types.is_floating(t):
+            v = 1.5
+        elif pa.types.is_boolean(t):
+            v = True
+        elif pa.types.is_timestamp(t):
+            v = T0
+        else:
+            v = ["a", "b"]
+        values.append(pa.array([v], t))
+    return pa.Table.from_arrays(values, schema=spec.schema)
+
+
+def describe(lake: Lake, view: str) -> list[tuple[str, str]]:
+    return lake.query(f"DESCRIBE {view}").select("column_name", "column_type").rows()
+
+
+def test_empty_views_have_the_same_columns_and_types_as_filled_ones(lake: Lake) -> None:
+    empty = {name: describe(lake, name) for name in TABLES}
+    lake.commit("one of each", {name: one_row(name) for name in TABLES})
+    for name in TABLES:
+        assert describe(lake, name) == empty[name], name
+        assert lake.query(f"SELECT count(*) AS n FROM {name}")["n"][0] == 1
+    assert [c for c, _ in empty["scores"]] == [f.name for f in TABLES["scores"].schema]
+
+
+def test_every_table_and_derived_view_is_in_the_catalog(lake: Lake) -> None:
+    names = set(lake.query("SELECT table_name FROM information_schema.tables")["table_name"])
+    assert set(TABLES) | set(DERIVED_VIEWS) | {"lake_files", "_grace_catalog"} <= names
+
+
+def test_plain_duckdb_opens_the_local_catalog_from_anywhere(local_config: LakeConfig, tmp_path: Path) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("c", {"claims": claims(3, 4, 1)})
+    code = (
+        "import duckdb, json, sys; con = duckdb.connect(sys.argv[1], read_only=True);"
+        "print(json.dumps({'views': sorted(r[0] for r in con.sql('SHOW TABLES').fetchall()),"
+        "'claims': con.sql('SELECT count(*) FROM claims').fetchall()[0][0],"
+        "'status': con.sql('SELECT count(*) FROM claim_status').fetchall()[0][0]}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(lake.store.catalog_path)], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(out.stdout)
+    assert set(TABLES) | set(DERIVED_VIEWS) <= set(seen["views"])
+    assert (seen["claims"], seen["status"]) == (12, 0)
+
+
+def test_catalog_is_refreshed_after_every_commit(local_config: LakeConfig) -> None:
+    lake = Lake.open(local_config)
+    path = lake.store.catalog_path
+    for i in range(3):
+        lake.commit(f"c{i}", {"claims": claims(1, 5, i, prefix=f"r{i}-")})
+        with duckdb.connect(str(path), read_only=True) as con:
+            assert con.sql("SELECT count(*) FROM claims").fetchall()[0][0] == 5 * (i + 1)
+            assert con.sql("SELECT count(*) FROM lake_files").fetchall()[0][0] == i + 1
+
+
+def test_a_stale_or_moved_catalog_is_rebuilt_before_a_query(local_config: LakeConfig, tmp_path: Path) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("first", {"claims": claims(1, 5, 1)})
+    commit_tables(lake.store, lake.manifest, "second", {"claims": claims(1, 5, 2, prefix="s")})  # no refresh
+    with duckdb.connect(str(lake.store.catalog_path), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM claims").fetchall()[0][0] == 5
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+
+    moved = tmp_path / "moved-lake"
+    shutil.move(lake.store.uri, moved)
+    again = Lake.open(LakeConfig(lake=str(moved)))
+    assert again.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+    with duckdb.connect(str(moved / "catalog.duckdb"), read_only=True) as con:
+        paths = [r[0] for r in con.sql("SELECT path FROM lake_files").fetchall()]
+    assert paths and all(p.startswith(str(moved)) for p in paths)
+
+
+def test_s3_catalog_lives_in_the_cache_and_names_s3_urls(s3_config: LakeConfig) -> None:
+    lake = Lake.open(s3_config)
+    lake.commit("c", {"claims": claims(2, 5, 1)})
+    path = lake.catalog()
+    assert path.is_file() and str(path).startswith(str(s3_config.catalog_cache))
+    with duckdb.connect(str(path), read_only=True) as con:
+        sql = con.sql("SELECT sql FROM duckdb_views() WHERE view_name = 'claims'").fetchall()[0][0]
+    assert f"{s3_config.lake}/tables/claims/round=1/part-" in sql
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+
+
+# --- derived views on a hand-built two-round lake ----------------------------------------
+
+def claim(doc: str, cid: str, rnd: int, kind: str = "response") -> dict:
+    return {"doc_id": doc, "claim_id": cid, "round": rnd, "source_id": f"{kind}:{doc}", "source_kind": kind, "text": f"text of {cid}"}
+
+
+def score(doc: str, cid: str, rnd: int, status: str) -> dict:
+    return {
+        "doc_id": doc, "claim_id": cid, "round": rnd, "status": status, "in_prior": status == "grounded",
+        "contradicted": False, "rejected": False, "closeness": 0.5, "closeness_norm": 0.5, "novelty": 1.0,
+        "confidence": 0.5, "priority": 0.4 if status == "boundary" else None,
+    }
+
+
+def deferral(doc: str, cid: str, rnd: int, reviewer: str, deadline: datetime | None = None) -> dict:
+    return {
+        "doc_id": doc, "claim_id": cid, "round": rnd, "reviewer": reviewer, "priority": 0.4, "confidence": 0.5,
+        "cost": 0.1, "gain": 1.0, "deadline": deadline, "created_at": T0,
+    }
+
+
+def verdict(doc: str, cid: str, rnd: int, reviewer: str, value: str, seconds: float, minute: int = 0) -> dict:
+    return {
+        "doc_id": doc, "claim_id": cid, "round": rnd, "reviewer": reviewer, "verdict": value,
+        "seconds_spent": seconds, "channel": "file", "created_at": T0 + timedelta(minutes=minute),
+    }
+
+
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """Round 1: d1 {c1 g, c2 b, c3 g (from a prior), c7 b}, d2 {c4 b, c5 r}; c2 and c4 deferred,
+    c2 confirmed by alice and bob (bob changed his mind: his latest vote counts), c4 rejected.
+    Round 2: only d1 rescored: c2 grounded by review, c7 grounded by cascade, new c6 boundary,
+    deferred to carol (overdue) and dave (open)."""
+    lake = Lake.open(LakeConfig(lake=str(tmp_path_factory.mktemp("two") / "lake")))
+    r1_claims = [claim("d1", "c1", 1), claim("d1", "c2", 1), claim("d1", "c3", 1, "prior"), claim("d1", "c7", 1),
+                 claim("d2", "c4", 1), claim("d2", "c5", 1)]
+    r1_scores = [score("d1", "c1", 1, "grounded"), score("d1", "c2", 1, "boundary"), score("d1", "c3", 1, "grounded"),
+                 score("d1", "c7", 1, "boundary"), score("d2", "c4", 1, "boundary"), score("d2", "c5", 1, "refuted")]
+    lake.commit("round1/build+score", {"claims": pl.DataFrame(r1_claims), "scores": pl.DataFrame(r1_scores)})
+    lake.commit("round1/dispatch", {"deferrals": pl.DataFrame([
+        deferral("d1", "c2", 1, "alice"), deferral("d1", "c2", 1, "bob"), deferral("d2", "c4", 1, "alice"),
+    ])})
+    lake.commit("round1/verdicts", {"verdicts": pl.DataFrame([
+        verdict("d1", "c2", 1, "alice", "confirm", 20.0), verdict("d1", "c2", 1, "bob", "reject", 50.0, minute=1),
+        verdict("d1", "c2", 1, "bob", "confirm", 40.0, minute=2), verdict("d2", "c4", 1, "alice", "reject", 30.0),
+    ])})
+    r2_scores = [score("d1", "c1", 2, "grounded"), score("d1", "c2", 2, "grounded"), score("d1", "c3", 2, "grounded"),
+                 score("d1", "c6", 2, "boundary"), score("d1", "c7", 2, "grounded")]
+    lake.commit("round2/build+score", {"claims": pl.DataFrame([claim("d1", "c6", 2)]), "scores": pl.DataFrame(r2_scores)})
+    now = datetime.now(timezone.utc)
+    lake.commit("round2/dispatch", {"deferrals": pl.DataFrame([
+        deferral("d1", "c6", 2, "carol", now - timedelta(days=1)), deferral("d1", "c6", 2, "dave", now + timedelta(days=1)),
+    ])})
+    return lake
+
+
+def test_claim_status_takes_each_document_from_its_latest_scoring(two_rounds: Lake) -> None:
+    rows = two_rounds.query("SELECT claim_id, status, scored_round FROM claim_status ORDER BY claim_id").rows()
+    assert rows == [("c1", "grounded", 2), ("c2", "grounded", 2), ("c3", "grounded", 2), ("c4", "boundary", 1),
+                    ("c5", "refuted", 1), ("c6", "boundary", 2), ("c7", "grounded", 2)]
+    texts = two_rounds.query("SELECT claim_id, text, first_round, from_response FROM claim_texts ORDER BY claim_id")
+    assert texts.filter(pl.col("claim_id") == "c3").row(0) == ("c3", "text of c3", 1, False)
+    assert texts.filter(pl.col("claim_id") == "c6").row(0) == ("c6", "text of c6", 2, True)
+
+
+def test_round_metrics_match_hand_values(two_rounds: Lake) -> None:
+    m = {r["round"]: r for r in two_rounds.query("SELECT * FROM round_metrics").iter_rows(named=True)}
+    assert sorted(m) == [1, 2]
+    one, two = m[1], m[2]
+    assert (one["n_documents"], one["n_claims"], one["n_grounded"], one["n_boundary"], one["n_refuted"]) == (2, 6, 2, 3, 1)
+    assert (one["n_response_claims"], one["pcr"], one["kf"]) == (5, pytest.approx(0.2), pytest.approx(1.5))
+    assert (one["n_deferred"], one["n_confirmed"], one["n_rejected"], one["n_abstained"]) == (2, 1, 1, 0)
+    assert (one["yield"], one["yield_decided"], one["n_cascade"], one["cascade"]) == (0.5, 0.5, 0, 0.0)
+    assert (two["n_claims"], two["n_grounded"], two["n_boundary"], two["n_refuted"]) == (7, 4, 2, 1)
+    assert (two["n_response_claims"], two["pcr"], two["kf"]) == (6, pytest.approx(0.5), pytest.approx(1.0))
+    # c6 went to two reviewers: one deferred claim, no verdict yet
+    assert (two["n_deferred"], two["yield"], two["yield_decided"]) == (1, 0.0, None)
+    assert (two["n_cascade"], two["cascade"]) == (1, pytest.approx(0.5))
+
+
+def test_round_metrics_agree_with_the_core_metrics(two_rounds: Lake) -> None:
+    # state at the end of round 2 (d1 from round 2, d2 from round 1), computed without the views
+    scores = two_rounds.read("scores")
+    latest = scores.group_by("doc_id").agg(pl.col("round").max())
+    state = scores.join(latest, on=["doc_id", "round"]).select("doc_id", "claim_id", "status")
+    from_response = two_rounds.read("claims").group_by("doc_id", "claim_id").agg(
+        from_response=(pl.col("source_kind") == "response").any()
+    )
+    core = core_round_metrics(state.join(from_response, on=["doc_id", "claim_id"]), None,
+                              pl.DataFrame({"doc_id": ["d1"], "claim_id": ["c7"]}))
+    view = two_rounds.query("SELECT * FROM round_metrics WHERE round = 2").row(0, named=True)
+    assert (core["documents"], core["claims"], core["grounded"], core["boundary"], core["refuted"]) == (
+        view["n_documents"], view["n_claims"], view["n_grounded"], view["n_boundary"], view["n_refuted"])
+    assert (core["pcr"], core["kf"], core["cascade"]) == pytest.approx((view["pcr"], view["kf"], view["cascade"]))
+
+    votes = two_rounds.read("verdicts").sort("created_at").unique(["doc_id", "claim_id", "reviewer"], keep="last")
+    core1 = core_round_metrics(state.head(0).with_columns(from_response=pl.lit(True)), aggregate_verdicts(votes))
+    view1 = two_rounds.query("SELECT * FROM round_metrics WHERE round = 1").row(0, named=True)
+    assert (core1["deferred"], core1["confirmed"], core1["rejected"], core1["yield"], core1["yield_decided"]) == (
+        view1["n_deferred"], view1["n_confirmed"], view1["n_rejected"], view1["yield"], view1["yield_decided"])
+
+
+def test_verdict_outcomes_count_each_reviewers_latest_vote(two_rounds: Lake) -> None:
+    rows = two_rounds.query(
+        "SELECT claim_id, n_votes, n_confirm, n_reject, outcome FROM verdict_outcomes ORDER BY claim_id"
+    ).rows()
+    assert rows == [("c2", 2, 2, 0, "confirm"), ("c4", 1, 0, 1, "reject")]
+    assert two_rounds.query("SELECT count(*) AS n FROM verdicts")["n"][0] == 4  # every raw vote is kept
+
+
+def test_review_queue_lists_unanswered_deferrals_with_overdue_flag(two_rounds: Lake) -> None:
+    rows = two_rounds.query("SELECT claim_id, reviewer, round, overdue, status, text FROM review_queue ORDER BY reviewer").rows()
+    assert rows == [("c6", "carol", 2, True, "boundary", "text of c6"), ("c6", "dave", 2, False, "boundary", "text of c6")]
+
+
+def test_reviewer_stats_count_time_and_agreement(two_rounds: Lake) -> None:
+    stats = {r["reviewer"]: r for r in two_rounds.query("SELECT * FROM reviewer_stats WHERE round = 1").iter_rows(named=True)}
+    alice, bob = stats["alice"], stats["bob"]
+    assert (alice["n_verdicts"], alice["n_confirm"], alice["n_reject"], alice["mean_seconds"]) == (2, 1, 1, 25.0)
+    assert (bob["n_verdicts"], bob["n_confirm"], bob["n_reject"], bob["mean_seconds"]) == (1, 1, 0, 40.0)
+    assert alice["agreement"] == 1.0 and bob["agreement"] == 1.0
+    assert alice["fleiss_kappa"] is None  # one multi-rated claim, all confirm: chance agreement is 1
+
+
+def test_fleiss_kappa_per_round(local_config: LakeConfig) -> None:
+    lake = Lake.open(local_config)
+    votes = [("a", "confirm", "confirm"), ("b", "reject", "reject"), ("c", "confirm", "reject")]
+    rows = [verdict("d", cid, 3, who, v, 10.0) for cid, v1, v2 in votes for who, v in (("r1", v1), ("r2", v2))]
+    lake.commit("kappa", {"verdicts": pl.DataFrame(rows)})
+    stats = lake.query("SELECT reviewer, fleiss_kappa, agreement FROM reviewer_stats ORDER BY reviewer").rows()
+    # P̄ = (1 + 1 + 0) / 3, P_e = 0.5² + 0.5²  →  κ = (2/3 − 1/2) / (1 − 1/2) = 1/3
+    assert [r[1] for r in stats] == [pytest.approx(1 / 3)] * 2
+    # claim c is a tie (abstain outcome): each reviewer agrees on 2 of 3 multi-rated claims
+    assert [r[2] for r in stats] == [pytest.approx(2 / 3)] * 2

@@ -1,0 +1,166 @@
+"""Document batch parsing (grace_core.documents): shapes, priors, ids and every bad-input case."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grace_core.documents import CHUNK_WORDS, DocumentBatch, chunk_text, parse_batch
+from grace_core.errors import InvalidBatch
+
+
+def jsonl(*docs: object) -> bytes:
+    return "".join(json.dumps(d) + "\n" for d in docs).encode("utf-8")
+
+
+def words(n: int, start: int = 0) -> str:
+    return " ".join(f"w{i}" for i in range(start, start + n))
+
+
+def test_text_document_becomes_chunks_of_at_most_1000_words() -> None:
+    text = "\n\n".join(words(400, k * 400) for k in range(6))  # 2,400 words in 6 paragraphs
+    batch = parse_batch(jsonl({"id": "d1", "title": "T", "text": text}), "b.jsonl")
+    priors = batch.priors
+    assert priors["name"].to_list() == ["Chunk 1", "Chunk 2", "Chunk 3"]
+    assert [len(t.split()) for t in priors["text"]] == [800, 800, 800]
+    assert " ".join(priors["text"]).split() == text.split()
+    doc = batch.documents.row(0, named=True)
+    assert (doc["source_format"], doc["n_words"], doc["n_priors"], doc["line"]) == ("text", 2400, 3, 1)
+
+
+def test_sections_become_named_priors_in_order_and_empty_sections_are_skipped() -> None:
+    doc = {
+        "id": "d1", "title": "T",
+        "sections": [
+            {"name": "Intro", "paragraphs": ["First para.", "  ", "Second para."]},
+            {"name": "Empty", "paragraphs": ["", " "]},
+            {"name": "Method", "paragraphs": ["We did things."]},
+        ],
+        "questions": [{"question": "What did they do?"}, {"id": "q7", "question": "Why?", "answers": ["because"]}],
+    }
+    batch = parse_batch(jsonl(doc), "b.jsonl")
+    assert batch.priors.select("name", "ord", "text").rows() == [
+        ("Intro", 0, "First para.\n\nSecond para."), ("Method", 1, "We did things."),
+    ]
+    q = batch.questions
+    assert q["question_id"][0].startswith("q:") and q["question_id"][1] == "q7"
+    assert q["gold_json"].to_list() == [None, '{"answers": ["because"]}']
+
+
+def test_ids_are_content_hashes_stable_across_parses_and_key_order() -> None:
+    doc = {"id": "d1", "title": "T", "text": "Alpha beta.\n\nGamma."}
+    reordered = {"text": "Alpha beta.\n\nGamma.", "title": "T", "id": "d1"}
+    a = parse_batch(jsonl(doc), "a.jsonl")
+    b = parse_batch(jsonl(reordered), "b.jsonl")
+    assert a.priors["source_id"].to_list() == b.priors["source_id"].to_list()
+    assert a.documents["content_hash"].to_list() == b.documents["content_hash"].to_list()
+    changed = parse_batch(jsonl({**doc, "text": "Alpha beta.\n\nDelta."}), "c.jsonl")
+    assert changed.documents["content_hash"][0] != a.documents["content_hash"][0]
+    assert a.batch_id != b.batch_id  # the batch id is the hash of the exact bytes
+
+
+def test_a_document_repeated_with_identical_content_is_kept_once() -> None:
+    doc = {"id": "d1", "title": "T", "text": "Same text."}
+    batch = parse_batch(jsonl(doc, {"id": "d2", "title": "U", "text": "Other."}, doc), "b.jsonl")
+    assert batch.documents["doc_id"].to_list() == ["d1", "d2"]
+    assert batch.priors.height == 2 and batch.n_lines == 3
+
+
+def test_real_qasper_dev_file_is_accepted(shared_data: Path) -> None:
+    path = shared_data / "qasper" / "qasper_dev.jsonl"
+    batch = parse_batch(path.read_bytes(), path.name)
+    assert isinstance(batch, DocumentBatch)
+    assert batch.documents.height == 281 and batch.questions.height == 1005
+    assert set(batch.documents["source_format"]) == {"qasper"}
+    first = batch.priors.filter(batch.priors["ord"] == 0)
+    assert first.height == 281 and set(first["name"]) == {"Abstract"}
+    assert batch.priors["text"].str.strip_chars().str.len_chars().min() > 0
+    gold = json.loads(batch.questions["gold_json"][0])
+    assert gold["answers"][0]["answer_type"] in ("extractive", "abstractive", "boolean", "none")
+    line1 = json.loads(path.read_bytes().split(b"\n")[0])
+    assert batch.priors.filter(batch.priors["doc_id"] == line1["id"])["name"].to_list() == ["Abstract"] + [
+        s["name"].strip() for s in line1["sections"] if any(p.strip() for p in s["paragraphs"])
+    ]
+
+
+def test_real_quality_dev_file_is_chunked(shared_data: Path) -> None:
+    path = shared_data / "quality" / "quality_dev_subset.jsonl"
+    batch = parse_batch(path.read_bytes(), path.name)
+    assert batch.documents.height == 20 and batch.questions.height == 357
+    assert set(batch.documents["source_format"]) == {"quality"}
+    assert max(len(t.split()) for t in batch.priors["text"]) <= CHUNK_WORDS
+    assert batch.questions["options"].list.len().to_list() == [4] * 357
+
+
+BAD_BATCHES = [
+    (b'{"id": "d1", "title": "T", "text": "ok"}\n{"id": "d2", "title": \n', "line 2", "not valid JSON"),
+    (b'{"id": "d1", "title": "T", "text": "caf\xe9"}\n', "line 1", "not valid UTF-8 (byte 0xe9"),
+    (b'["not", "an", "object"]\n', "line 1", "expected a JSON object"),
+    (jsonl({"id": "d1", "title": "T"}), "line 1", "field 'text': the document has no text"),
+    (jsonl({"id": "d1", "title": "T", "text": "  \n "}), "line 1", "field 'text': is empty"),
+    (jsonl({"id": "d1", "title": "T", "sections": [{"name": "A", "paragraphs": [""]}]}), "line 1", "field 'sections': the document has no text"),
+    (jsonl({"title": "T", "text": "x"}), "line 1", "field 'id': missing"),
+    (jsonl({"id": 7, "title": "T", "text": "x"}), "line 1", "field 'id': expected a string, got int"),
+    (jsonl({"id": "d1", "text": "x"}), "line 1", "field 'title': missing"),
+    (jsonl({"id": "d1", "title": "T", "text": "x", "sections": []}), "line 1", "field 'text': give either 'text' or 'sections'"),
+    (jsonl({"id": "d1", "title": "T", "sections": [{"name": "A", "paragraphs": "text"}]}), "line 1", "field 'sections[0].paragraphs': expected a list"),
+    (jsonl({"id": "d1", "title": "T", "sections": [{"name": "A", "paragraphs": ["a", 3]}]}), "line 1", "field 'sections[0].paragraphs[1]': expected a string"),
+    (jsonl({"id": "d1", "title": "T", "sections": [{"paragraphs": ["a"]}]}), "line 1", "field 'sections[0].name': missing"),
+    (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"id": "q"}]}), "line 1", "field 'questions[0].question': missing"),
+    (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"id": "q", "question": "a?"}, {"id": "q", "question": "b?"}]}), "line 1", "field 'questions[1].id': question id 'q' appears twice"),
+    (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"question": "a?", "options": ["a", 1]}]}), "line 1", "field 'questions[0].options': expected a list of strings"),
+    (jsonl({"id": "d1", "title": "T", "text": "one"}, {"id": "d1", "title": "T", "text": "two"}), "line 2", "field 'id': document 'd1' already appears on line 1 with different content"),
+    (b"\n  \n", None, "no documents"),
+]
+
+
+@pytest.mark.parametrize(("data", "line", "message"), BAD_BATCHES)
+def test_bad_batches_name_file_line_and_field(data: bytes, line: str | None, message: str) -> None:
+    with pytest.raises(InvalidBatch) as err:
+        parse_batch(data, "inbox/bad.jsonl")
+    text = str(err.value)
+    assert text.startswith("inbox/bad.jsonl: ")
+    if line:
+        assert f": {line}: " in text
+    assert message in text
+    assert "\n" not in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    paragraphs=st.lists(st.lists(st.from_regex(r"[a-z]{1,6}", fullmatch=True), min_size=0, max_size=40), max_size=12),
+    limit=st.integers(min_value=1, max_value=50),
+)
+def test_chunks_keep_every_word_in_order_and_respect_the_limit(paragraphs: list[list[str]], limit: int) -> None:
+    text = "\n\n".join(" ".join(p) for p in paragraphs)
+    chunks = chunk_text(text, limit)
+    assert " ".join(chunks).split() == text.split()
+    assert all(1 <= len(c.split()) <= limit for c in chunks)
+    # greedy: a chunk is only closed when what follows would not fit into it
+    sizes = [len(c.split()) for c in chunks]
+    assert all(a + b > limit for a, b in zip(sizes, sizes[1:]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    docs=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.text(alphabet="xyz ", min_size=1, max_size=30).filter(str.strip)),
+        min_size=1, max_size=8,
+    )
+)
+def test_batch_accepts_exactly_the_consistent_documents(docs: list[tuple[str, str]]) -> None:
+    data = jsonl(*({"id": i, "title": "T", "text": t} for i, t in docs))
+    texts: dict[str, set[str]] = {}
+    for i, t in docs:
+        texts.setdefault(i, set()).add(t.strip())
+    consistent = all(len(v) == 1 for v in texts.values())
+    if consistent:
+        batch = parse_batch(data, "b.jsonl")
+        assert batch.documents["doc_id"].to_list() == list(dict.fromkeys(i for i, _ in docs))
+    else:
+        with pytest.raises(InvalidBatch, match="with different content"):
+            parse_batch(data, "b.jsonl")
