@@ -60,6 +60,20 @@ def content_id(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
+def source_kinds(names: list[str], prior_sections: tuple[str, ...] = ()) -> list[str]:
+    """``prior`` or ``passage`` for each section name of one document. With no
+    ``prior_sections`` every section is a prior; otherwise the sections whose name equals one of
+    them (case-insensitive) are, and the rest are passages — but a document with no such section
+    keeps its first one as a prior, so every graph has an anchor."""
+    if not prior_sections:
+        return ["prior"] * len(names)
+    wanted = {s.strip().lower() for s in prior_sections}
+    kinds = ["prior" if n.strip().lower() in wanted else "passage" for n in names]
+    if kinds and "prior" not in kinds:
+        kinds[0] = "prior"
+    return kinds
+
+
 def batch_id(data: bytes) -> str:
     """The id of a batch: SHA-256 of its exact bytes, so the same file is recognised again."""
     return hashlib.sha256(data).hexdigest()

@@ -72,6 +72,10 @@ class Store(ABC):
     def exists(self, rel: str) -> bool:
         """Whether the finished file ``rel`` exists."""
 
+    @abstractmethod
+    def delete(self, rel: str) -> None:
+        """Remove ``rel`` (nothing happens when it does not exist)."""
+
     @property
     @abstractmethod
     def catalog_path(self) -> Path:
@@ -149,6 +153,12 @@ class LocalStore(Store):
 
     def exists(self, rel: str) -> bool:
         return self._path(rel).is_file()
+
+    def delete(self, rel: str) -> None:
+        try:
+            self._path(rel).unlink(missing_ok=True)
+        except OSError as exc:
+            raise LakeError(f"lake {self.uri}: cannot delete {rel}: {exc.strerror}") from None
 
     @property
     def catalog_path(self) -> Path:
@@ -274,6 +284,14 @@ class S3Store(Store):
             raise self._fail("read", rel, exc) from None
         except BotoCoreError as exc:
             raise self._fail("read", rel, exc) from None
+
+    def delete(self, rel: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._s3.delete_object(Bucket=self.bucket, Key=self._key(rel))
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("delete", rel, exc) from None
 
     def check_bucket(self) -> None:
         """Fail early, with one clear line, when the bucket is missing or unreachable."""

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 import polars as pl
 import pyarrow.dataset as ds
 
-from grace_core.documents import batch_id, parse_batch
+from grace_core.documents import batch_id, parse_batch, source_kinds
 from grace_core.errors import InvalidBatch
 from storage.lake import Lake
 
@@ -63,8 +63,10 @@ def _previous(lake: Lake, bid: str, name: str) -> IngestReport:
     )
 
 
-def ingest_batch(lake: Lake, data: bytes, name: str) -> IngestReport:
+def ingest_batch(lake: Lake, data: bytes, name: str, prior_sections: tuple[str, ...] = ()) -> IngestReport:
     """Ingest the JSONL batch ``data`` (``name`` names it in messages and in ``batches``).
+    Sections named in ``prior_sections`` become priors and the others passages (all are
+    priors when it is empty; see :func:`grace_core.documents.source_kinds`).
 
     Raises :class:`InvalidBatch` (nothing stored) for a malformed batch or a document id
     already stored with different content.
@@ -84,9 +86,10 @@ def ingest_batch(lake: Lake, data: bytes, name: str) -> IngestReport:
         )
     new_docs = batch.documents.join(stored.select("doc_id"), on="doc_id", how="anti")
     new_ids = new_docs.select("doc_id")
-    priors = batch.priors.join(new_ids, on="doc_id", how="semi").with_columns(
-        source_kind=pl.lit("prior"), round=pl.lit(PRIOR_ROUND, pl.Int32)
-    )
+    priors = batch.priors.join(new_ids, on="doc_id", how="semi").sort("doc_id", "ord")
+    kinds = [k for _, names in priors.group_by("doc_id", maintain_order=True).agg("name").iter_rows()
+             for k in source_kinds(names, tuple(prior_sections))]
+    priors = priors.with_columns(source_kind=pl.Series(kinds, dtype=pl.Utf8), round=pl.lit(PRIOR_ROUND, pl.Int32))
     questions = batch.questions.join(new_ids, on="doc_id", how="semi")
     report = IngestReport(name, bid, True, batch.documents.height, new_docs.height, priors.height, questions.height)
     batches = pl.DataFrame([{

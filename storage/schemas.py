@@ -12,8 +12,10 @@ Tables and column choices:
 conflict); ``batch_id`` and ``line`` (where it came from); ``source_format``
 (text | sections | qasper | quality); ``n_words``, ``n_priors``, ``n_questions``.
 
-``sources`` (by round): the nodes that make claims. ``source_kind`` prior (a document
-section or chunk, round 0, ``name`` = section name or ``Chunk k``), verified (a confirmed
+``sources`` (by round): the nodes that make claims. ``source_kind`` prior (a trusted document
+section or chunk, round 0, ``name`` = section name or ``Chunk k``), passage (a section or chunk
+outside ``prior_sections``: document text the responder may read and the verifier checks
+against, but not trusted and not a graph node), verified (a confirmed
 claim promoted to a prior, ``claim_id`` = that claim) or response (a sampled LLM answer,
 ``name`` = a sample label, ``model`` and ``call_key`` = its ``llm_calls`` row). ``ord`` orders
 a document's sources; ``batch_id`` is set for priors.
@@ -51,8 +53,9 @@ dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and `
 
 ``llm_calls`` (by round): model-call cache and cost ledger. ``key`` (content hash of the
 request), ``role`` (responder, decomposer, judge, verifier, answerer, …), ``model``,
-``request`` and ``response`` (JSON text), ``prompt_tokens``, ``completion_tokens``,
-``cost_usd``, ``latency_s``, ``outcome`` (ok, error, …) and ``created_at``.
+``attempt`` (0 for the first try of a request), ``request`` and ``response`` (JSON text), ``prompt_tokens``, ``completion_tokens``,
+``cost_usd``, ``latency_s``, ``outcome`` (ok, malformed, rate_limited, timeout, error), ``error``
+and ``created_at``.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ import pyarrow.compute as pc
 from grace_core.errors import InvalidTable
 
 SOURCE_KINDS = ("prior", "verified", "response")
+STORED_SOURCE_KINDS = (*SOURCE_KINDS, "passage")  # passages are document text outside the graph
 LABELS = ("entails", "contradicts")
 STATUSES = ("grounded", "boundary", "refuted")
 VERDICTS = ("confirm", "reject", "abstain")
@@ -111,7 +115,7 @@ TABLES: dict[str, TableSpec] = {
             _req("doc_id", pa.string()), _req("source_id", pa.string()), _req("source_kind", pa.string()),
             _req(ROUND, pa.int32()), _opt("name", pa.string()), _opt("ord", pa.int32()), _req("text", pa.string()),
             _opt("claim_id", pa.string()), _opt("model", pa.string()), _opt("call_key", pa.string()), _opt("batch_id", pa.string()),
-        ], partitioned=True, source_kind=SOURCE_KINDS),
+        ], partitioned=True, source_kind=STORED_SOURCE_KINDS),
         _spec("questions", [
             _req("doc_id", pa.string()), _req("question_id", pa.string()), _req("ord", pa.int32()),
             _req("question", pa.string()), _opt("options", pa.list_(pa.string())), _opt("gold_json", pa.string()),
@@ -155,9 +159,9 @@ TABLES: dict[str, TableSpec] = {
         ], partitioned=False),
         _spec("llm_calls", [
             _req("key", pa.string()), _req("role", pa.string()), _req(ROUND, pa.int32()), _req("model", pa.string()),
-            _req("request", pa.string()), _opt("response", pa.string()), _opt("prompt_tokens", pa.int64()),
+            _opt("attempt", pa.int32()), _req("request", pa.string()), _opt("response", pa.string()), _opt("prompt_tokens", pa.int64()),
             _opt("completion_tokens", pa.int64()), _opt("cost_usd", pa.float64()), _opt("latency_s", pa.float64()),
-            _req("outcome", pa.string()), _req("created_at", _TS),
+            _req("outcome", pa.string()), _opt("error", pa.string()), _req("created_at", _TS),
         ], partitioned=True),
     )
 }

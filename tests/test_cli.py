@@ -100,9 +100,3 @@ def test_bad_weights_from_the_environment_are_refused(tmp_path: Path) -> None:
     env = {**os.environ, "GRACE_W_CONTRA": "3"}
     res = subprocess.run([GRACE, "score", str(sample_edges(tmp_path)), str(tmp_path / "o.parquet")], capture_output=True, text=True, env=env)
     assert res.returncode == 2 and "contra=3.0" in res.stderr
-
-
-def test_demo_prints_scores() -> None:
-    res = grace("demo")
-    assert res.returncode == 0, res.stderr
-    assert "Status per document" in res.stdout and "bert-paper" in res.stdout

@@ -73,13 +73,17 @@ def sql(
 def ingest(
     batch: Path = typer.Argument(..., help="A JSONL document batch (one document per line)."),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+    prior_sections: Optional[str] = typer.Option(
+        None, "--prior-sections", help="Comma-separated section names ingested as priors (e.g. 'Abstract,Introduction'); "
+        "the others become passages. All sections are priors when unset (GRACE_PRIOR_SECTIONS)."),
 ) -> None:
     """Ingest one document batch: all of it or nothing; the same batch twice changes nothing."""
     try:
         data = batch.read_bytes()
     except OSError as exc:
         raise InvalidBatch(f"{batch}: cannot read: {exc.strerror}") from None
-    settings = build_settings(lake=lake)
+    sections = tuple(s.strip() for s in prior_sections.split(",") if s.strip()) if prior_sections else None
+    settings = build_settings(lake=lake, prior_sections=sections)
     target = Lake.open(settings)
-    report = ingest_batch(target, data, batch.name)
+    report = ingest_batch(target, data, batch.name, settings.prior_sections)
     print(f"{report.summary()} (lake {target.uri})")

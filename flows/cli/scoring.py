@@ -1,15 +1,12 @@
-"""``grace score`` and ``grace demo``: score an edge table with the GRACE core."""
+"""``grace score``: score an edge table with the GRACE core."""
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 from typing import Optional
 
 import polars as pl
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from flows.cli import app
 from flows.settings import GraceSettings, build_settings
@@ -17,41 +14,12 @@ from grace_core.edges import validate_edges
 from grace_core.scoring import score_edges
 from storage.table_files import read_table_file, write_parquet_atomic
 
-SAMPLE_EDGES = "sample_edges.csv"
-
-
-def _settings(**opts: object) -> GraceSettings:
-    return build_settings(**opts)
 
 
 def score_file(edges_path: Path, settings: GraceSettings) -> pl.DataFrame:
     """Read, validate and score one edge-table file."""
     edges = validate_edges(read_table_file(edges_path), origin=str(edges_path))
     return score_edges(edges, settings)
-
-
-def print_scores(scores: pl.DataFrame, console: Console) -> None:
-    """Print per-claim scores and per-document status counts."""
-    table = Table(title="Claim scores", show_lines=False)
-    for col in ("doc_id", "claim_id", "status", "closeness", "betweenness", "novelty", "priority", "confidence"):
-        table.add_column(col, justify="right" if col not in ("doc_id", "claim_id", "status") else "left")
-    order = {"grounded": 0, "boundary": 1, "refuted": 2}
-    rows = scores.with_columns(_o=pl.col("status").replace_strict(order)).sort("doc_id", "_o", "claim_id")
-    for r in rows.iter_rows(named=True):
-        table.add_row(
-            r["doc_id"], r["claim_id"], r["status"],
-            *(("—" if r[c] is None else f"{r[c]:.3f}") for c in ("closeness", "betweenness", "novelty", "priority", "confidence")),
-        )
-    console.print(table)
-    counts = scores.group_by("doc_id").agg(
-        **{s: (pl.col("status") == s).sum() for s in ("grounded", "boundary", "refuted")}
-    ).sort("doc_id")
-    summary = Table(title="Status per document")
-    for col in counts.columns:
-        summary.add_column(col)
-    for r in counts.iter_rows():
-        summary.add_row(*(str(v) for v in r))
-    console.print(summary)
 
 
 @app.command()
@@ -69,7 +37,7 @@ def score(
     delta_refute: Optional[float] = typer.Option(None, help="Refute below this share of the document's median closeness (default 0.5)."),
 ) -> None:
     """Score an edge table: closeness, status, betweenness, novelty, priority and confidence per claim."""
-    settings = _settings(
+    settings = build_settings(
         w_anchor=w_anchor, w_agree=w_agree, w_neutral=w_neutral, w_contra=w_contra,
         lambda_c=lambda_c, lambda_n=lambda_n, k=k, delta=delta, delta_refute=delta_refute,
     )
@@ -78,12 +46,3 @@ def score(
     counts = scores["status"].value_counts().sort("status")
     summary = ", ".join(f"{s} {n}" for s, n in counts.iter_rows())
     typer.echo(f"scored {scores.height} claims in {scores['doc_id'].n_unique()} documents → {out} ({summary})")
-
-
-@app.command()
-def demo() -> None:
-    """Run the main job on the embedded default: score the bundled sample edge table and print it."""
-    settings = _settings()
-    sample = files("flows.samples").joinpath(SAMPLE_EDGES)
-    scores = score_file(Path(str(sample)), settings)
-    print_scores(scores, Console(width=140))

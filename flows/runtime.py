@@ -1,0 +1,39 @@
+"""Per-run plumbing shared by the flows: the lake, model roles with the lake's call cache, and
+the current time. Nothing here runs at import time."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import polars as pl
+
+from flows.settings import GraceSettings
+from grace_core.models.factory import ModelRoles, build_roles
+from storage.lake import Lake
+from storage.llm_cache import LakeCallCache
+
+
+def open_lake(settings: GraceSettings) -> Lake:
+    return Lake.open(settings)
+
+
+def roles_with_cache(settings: GraceSettings, lake: Lake, round_id: int) -> tuple[ModelRoles, LakeCallCache]:
+    """Model roles whose litellm calls are answered from, and recorded into, the lake."""
+    cache = LakeCallCache(lake)
+    roles = build_roles(settings, cache)
+    roles.start_round(round_id)
+    return roles, cache
+
+
+def timestamp(now: datetime | None) -> datetime:
+    """``now`` (a parameter, for reproducible runs) or the current UTC time."""
+    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+
+
+def stage_row(round_id: int, stage: str, started: datetime, finished: datetime, n_documents: int, detail: str = "{}") -> pl.DataFrame:
+    """One ``rounds`` row recording that ``stage`` of ``round_id`` ran."""
+    return pl.DataFrame({
+        "round": [round_id], "stage": [stage], "started_at": [started], "finished_at": [finished],
+        "n_documents": [n_documents], "detail_json": [detail],
+    }, schema={"round": pl.Int32, "stage": pl.Utf8, "started_at": pl.Datetime("us", "UTC"), "finished_at": pl.Datetime("us", "UTC"),
+               "n_documents": pl.Int64, "detail_json": pl.Utf8})

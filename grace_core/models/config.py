@@ -1,0 +1,72 @@
+"""Typed settings of the six model roles (values only; the entry point's settings object *is* a
+:class:`ModelConfig`, so every field reads ``GRACE_<FIELD>``, e.g. ``GRACE_JUDGE_MODEL``).
+
+A role's model string is any litellm model (``openai/gpt-4o-mini``, ``ollama/llama3.1``, …) or
+:data:`OFFLINE`, the embedded default that needs no key and no download. ``backend`` chooses
+what the role strings mean: with ``backend=offline`` every role is offline whatever its string.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+OFFLINE = "offline"
+
+
+class ModelConfig(BaseModel):
+    """Model roles, the litellm client's limits, and the offline heuristics' calibrated thresholds."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    backend: Literal["offline", "litellm"] = Field(
+        "offline", description="offline: embedded heuristics for every role; litellm: each role uses its model string."
+    )
+    responder_model: str = Field("gpt-4o-mini", description="litellm model string of the responder, or 'offline'.")
+    decomposer_model: str = Field("gpt-4o-mini", description="litellm model string of the decomposer, or 'offline'.")
+    judge_model: str = Field("gpt-4o-mini", description="litellm model string of the judge, or 'offline'.")
+    verifier_model: str = Field("gpt-4.1", description="litellm model string of the verifier, or 'offline'.")
+    answerer_model: str = Field("gpt-4o-mini", description="litellm model string of the answerer, or 'offline'.")
+    embedder_model: str = Field(
+        OFFLINE, description="litellm embedding model string, or 'offline' for the packaged all-MiniLM-L6-v2 (any backend)."
+    )
+    api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible or provider endpoint.")
+    api_key: SecretStr | None = Field(None, description="API key; the provider's own env variable when unset.")
+
+    n_samples: int = Field(3, ge=1, description="Responses sampled per question.")
+    temperature: float = Field(0.7, ge=0, description="Sampling temperature of the responder.")
+    max_tokens: int = Field(1024, ge=16, description="Reply token limit of every litellm call.")
+    json_mode: bool = Field(True, description="Ask litellm for response_format=json_object (dropped where unsupported).")
+    judge_batch_size: int = Field(24, ge=1, description="K: most candidate claims judged in the one call per source.")
+    judge_prefilter_similarity: float = Field(
+        0.25, ge=-1, le=1, description="Candidates need this cosine to some sentence of the source."
+    )
+    max_retries: int = Field(3, ge=0, description="Extra attempts after a malformed reply, a 429, a timeout or a 5xx.")
+    retry_backoff_s: float = Field(1.0, ge=0, description="First backoff after a 429/timeout; doubles per attempt.")
+    retry_backoff_max_s: float = Field(30.0, ge=0, description="Longest backoff.")
+    request_timeout_s: float = Field(60.0, gt=0, description="Timeout of one litellm request.")
+    concurrency: int = Field(4, ge=1, description="litellm requests in flight at once.")
+    spend_cap_usd: float | None = Field(None, ge=0, description="Per-round USD cap; no new calls once reached.")
+    input_cost_per_token: float | None = Field(None, ge=0, description="USD per prompt token for models litellm has no price for.")
+    output_cost_per_token: float | None = Field(None, ge=0, description="USD per completion token for models litellm has no price for.")
+    seed: int = Field(0, description="Seed of every sampled choice (offline responder, hallucinations, litellm seed).")
+
+    embed_batch_size: int = Field(8, ge=1, description="Texts per forward pass of the offline embedder (8 is fastest on CPU).")
+    embed_cache_size: int = Field(200_000, ge=0, description="Embeddings kept in memory, keyed by text hash.")
+    torch_threads: int | None = Field(None, ge=1, description="torch threads of the offline embedder; all cores when unset.")
+    responder_sentences: int = Field(2, ge=1, description="Sentences in one offline response.")
+    responder_pool: int = Field(6, ge=1, description="Most relevant context sentences the offline responder samples from.")
+    hallucination_rate: float = Field(
+        0.0, ge=0, le=1, description="Share of offline response sentences corrupted (number, negation or term), each recorded."
+    )
+
+    judge_entail_similarity: float = Field(0.55, ge=-1, le=1, description="Offline judge: least cosine to the best source unit.")
+    judge_entail_overlap: float = Field(0.6, ge=0, le=1, description="Offline judge: least share of the claim's content words near that unit.")
+    judge_contradict_similarity: float = Field(
+        0.75, ge=-1, le=1, description="Offline judge: a negation/number/antonym/term mismatch with a unit this close contradicts."
+    )
+    verifier_confirm_similarity: float = Field(0.7, ge=-1, le=1, description="Offline verifier: least cosine to confirm.")
+    verifier_confirm_overlap: float = Field(0.8, ge=0, le=1, description="Offline verifier: least content-word overlap to confirm.")
+    answer_min_score: float = Field(0.45, ge=-1, le=1, description="Offline answerer: abstain below this question–sentence cosine.")
+    option_min_score: float = Field(0.0, ge=-1, le=1, description="Offline answerer: abstain when the best option scores below this.")

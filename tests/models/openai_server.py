@@ -1,0 +1,164 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1 for the litellm tests.
+
+It serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` from a thread. By default it
+answers each role's prompt sensibly (the judge says ``entails`` for a claim found verbatim in
+the source); ``script`` queues misbehaviours for the next requests: ``"429"``, ``"500"``,
+``"401"``, ``"slow"`` (sleeps past the client's timeout), ``"malformed"`` (not JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from grace_core.models.litellm_roles import (
+    ANSWERER_PROMPT,
+    CHOICE_PROMPT,
+    DECOMPOSER_PROMPT,
+    JUDGE_PROMPT,
+    RESPONDER_PROMPT,
+    VERIFIER_PROMPT,
+)
+
+EMBED_DIM = 8
+
+
+def role_reply(body: dict[str, Any]) -> str:
+    """A well-formed reply for the role whose system prompt opens the conversation."""
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    if system == JUDGE_PROMPT:
+        source = user.split("Source:\n", 1)[1].split("\n\nClaims:\n", 1)[0]
+        claims = re.findall(r"^(\d+)\. (.*)$", user.split("\n\nClaims:\n", 1)[1], re.MULTILINE)
+        return json.dumps({"judgements": [{"id": int(i), "label": "entails" if c in source else "neutral"} for i, c in claims]})
+    if system == DECOMPOSER_PROMPT:
+        text = user.split("Text:\n", 1)[1]
+        return json.dumps({"claims": [s.strip() + "." for s in text.split(".") if s.strip()]})
+    if system == RESPONDER_PROMPT:
+        context = user.split("Context:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        return json.dumps({"answer": context.split(".")[0] + "."})
+    if system == VERIFIER_PROMPT:
+        document, claim = user.split("Document:\n", 1)[1].split("\n\nClaim: ", 1)
+        return json.dumps({"verdict": "confirm" if claim in document else "reject", "reason": "checked"})
+    if system == ANSWERER_PROMPT:
+        return json.dumps({"answer": None if "unanswerable" in user else "an answer"})
+    if system == CHOICE_PROMPT:
+        return json.dumps({"option": 1})
+    return json.dumps({"answer": "?"})
+
+
+class OpenAICompatibleServer:
+    """Start with :meth:`start`, stop with :meth:`stop`; ``url`` is the ``api_base``."""
+
+    def __init__(self, *, slow_s: float = 1.5) -> None:
+        self.script: list[str] = []
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.delay_s = 0.0
+        self.slow_s = slow_s
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> OpenAICompatibleServer:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Shut the server down."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def reset(self) -> None:
+        """Forget requests, script and concurrency counters (requests still running from an
+        earlier test no longer count as in flight)."""
+        with self._lock:
+            self.script.clear()
+            self.requests.clear()
+            self.delay_s = 0.0
+            self.in_flight = 0
+            self.max_in_flight = 0
+            self._generation += 1
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the chat completion requests received so far."""
+        return [b for p, b in self.requests if p.endswith("/chat/completions")]
+
+    def _next(self, path: str, body: dict[str, Any]) -> tuple[str, int]:
+        with self._lock:
+            self.requests.append((path, body))
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return (self.script.pop(0) if self.script else "ok"), self._generation
+
+    def _done(self, generation: int) -> None:
+        with self._lock:
+            if generation == self._generation:
+                self.in_flight -= 1
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and hung up
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                mode, generation = server._next(self.path, body)
+                try:
+                    time.sleep(server.delay_s)
+                    if mode == "slow":
+                        time.sleep(server.slow_s)
+                    if mode in ("429", "500", "401"):
+                        self._send(int(mode), {"error": {"message": f"scripted {mode}", "type": "test", "code": mode}})
+                        return
+                    if self.path.endswith("/embeddings"):
+                        self._embeddings(body)
+                        return
+                    content = "this is not JSON at all" if mode == "malformed" else role_reply(body)
+                    prompt_words = sum(len(m["content"].split()) for m in body["messages"])
+                    self._send(200, {
+                        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                        "model": body["model"],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
+                                  "total_tokens": prompt_words + len(content.split())},
+                    })
+                finally:
+                    server._done(generation)
+
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                data = []
+                for i, text in enumerate(body["input"]):
+                    digest = hashlib.sha256(text.encode()).digest()
+                    data.append({"object": "embedding", "index": i, "embedding": [b - 128.0 for b in digest[:EMBED_DIM]]})
+                tokens = sum(len(t.split()) for t in body["input"])
+                self._send(200, {"object": "list", "data": data, "model": body["model"],
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+        return Handler

@@ -1,0 +1,138 @@
+"""The offline roles on the real packaged all-MiniLM-L6-v2 (loaded once per session)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grace_core.models.config import ModelConfig
+from grace_core.models.factory import build_roles
+from grace_core.models.offline_answerer import OfflineAnswerer
+from grace_core.models.offline_decomposer import OfflineDecomposer
+from grace_core.models.offline_embedder import OfflineEmbedder
+from grace_core.models.offline_judge import OfflineJudge
+from grace_core.models.offline_responder import OfflineResponder
+from grace_core.models.offline_verifier import OfflineVerifier
+from grace_core.models.roles import AnswerRequest, JudgeRequest, RespondRequest, VerifyRequest
+from grace_core.models.segment import claim_units, is_fragment
+
+DOC = (
+    "We train a bidirectional LSTM tagger on the CoNLL-2003 corpus. The tagger is trained for 10 epochs "
+    "with the Adam optimizer. It reaches an F1 score of 91.2 on the test set. The tagger does not use "
+    "character embeddings. Pretrained GloVe vectors initialise the word embeddings. Larger batch sizes "
+    "decrease the training time of the tagger."
+)
+
+
+@pytest.fixture(scope="module")
+def cfg(offline_config: ModelConfig) -> ModelConfig:
+    return offline_config
+
+
+def test_embedder_gives_unit_vectors_cached_by_text(embedder: OfflineEmbedder) -> None:
+    texts = ["The tagger reaches 91.2 F1.", "The tagger reaches an F1 of 91.2.", "Bananas are yellow fruit."]
+    vecs = embedder.embed(texts)
+    assert vecs.shape == (3, embedder.dim) == (3, 384) and vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2] + 0.3
+    before = embedder.encoded
+    again = embedder.embed([texts[2], texts[0], texts[0]])
+    assert embedder.encoded == before
+    assert np.array_equal(again[1], vecs[0]) and np.array_equal(again[0], vecs[2])
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_judge_labels_entailment_contradiction_and_neutral(embedder: OfflineEmbedder, cfg: ModelConfig) -> None:
+    judge = OfflineJudge(embedder, cfg)
+    claims = (
+        "The tagger is trained for 10 epochs with the Adam optimizer.",
+        "The tagger is trained for 25 epochs with the Adam optimizer.",
+        "The tagger does use character embeddings.",
+        "It reaches an F1 score of 91.2 on the test set.",
+        "The corpus was collected from French parliamentary debates.",
+        "Larger batch sizes increase the training time of the tagger.",
+    )
+    [row] = judge.judge([JudgeRequest(DOC, claims)])
+    assert [j.label for j in row] == ["entails", "contradicts", "contradicts", "entails", "neutral", "contradicts"]
+    assert all(j.outcome == "ok" for j in row)
+    assert row[0].score == pytest.approx(1.0, abs=1e-4) and row[4].score < 0.5
+    [[empty]] = judge.judge([JudgeRequest("", claims[:1])])
+    assert empty.label == "neutral" and empty.score is None
+
+
+def test_decomposer_gives_self_contained_claims_of_a_paper(qasper_papers: list[dict]) -> None:
+    text = "\n\n".join(p for s in qasper_papers[0]["sections"] for p in s["paragraphs"])
+    [dec] = OfflineDecomposer().decompose([text])
+    assert dec.outcome == "ok" and len(dec.claims) > 100
+    assert len(set(dec.claims)) == len(dec.claims)
+    assert not any(is_fragment(c) for c in dec.claims)
+    assert all(c[0].isupper() or not c[0].isalpha() for c in dec.claims)
+
+
+def _responder(embedder: OfflineEmbedder, **overrides: object) -> OfflineResponder:
+    return OfflineResponder(embedder, ModelConfig(torch_threads=1, **overrides))
+
+
+def test_responder_is_extractive_seeded_and_diverse(embedder: OfflineEmbedder) -> None:
+    req = RespondRequest("How is the tagger trained?", DOC, n=6)
+    first = _responder(embedder, temperature=1.0).respond([req])[0]
+    again = _responder(embedder, temperature=1.0).respond([req])[0]
+    assert [r.text for r in first] == [r.text for r in again]
+    assert len({r.text for r in first}) > 1
+    units = set(claim_units(DOC))
+    for r in first:
+        assert r.corruptions == () and r.outcome == "ok"
+        assert set(claim_units(r.text)) <= units
+    other_seed = _responder(embedder, temperature=1.0, seed=7).respond([req])[0]
+    assert [r.text for r in other_seed] != [r.text for r in first]
+    greedy = _responder(embedder, temperature=0.0).respond([req])[0]
+    assert len({r.text for r in greedy}) == 1
+
+
+def test_responder_hallucinations_are_seeded_and_recorded(embedder: OfflineEmbedder) -> None:
+    req = RespondRequest("What does the tagger use and how well does it do?", DOC, n=5)
+    clean = _responder(embedder, temperature=1.0).respond([req])[0]
+    dirty = _responder(embedder, temperature=1.0, hallucination_rate=1.0).respond([req])[0]
+    n_corrupted = 0
+    for c, d in zip(clean, dirty, strict=True):
+        assert d.corruptions, "every sentence should be corrupted at rate 1"
+        text = c.text
+        for k in d.corruptions:
+            assert k.original in text and k.before in k.original
+            text = text.replace(k.original, k.corrupted)
+        assert text == d.text
+        n_corrupted += len(d.corruptions)
+    assert n_corrupted >= len(dirty)
+    assert [r.corruptions for r in dirty] == [r.corruptions for r in _responder(embedder, temperature=1.0, hallucination_rate=1.0).respond([req])[0]]
+
+
+def test_verifier_confirms_rejects_and_abstains(embedder: OfflineEmbedder, cfg: ModelConfig) -> None:
+    verifier = OfflineVerifier(embedder, cfg)
+    verdicts = verifier.verify([
+        VerifyRequest("The tagger is trained for 10 epochs with the Adam optimizer.", DOC),
+        VerifyRequest("It reaches an F1 score of 87.5 on the test set.", DOC),
+        VerifyRequest("The authors plan to release the code next year.", DOC),
+        VerifyRequest("Pretrained GloVe vectors initialise the word embeddings.", ""),
+    ])
+    assert [v.verdict for v in verdicts] == ["confirm", "reject", "abstain", "abstain"]
+    assert "number" in verdicts[1].reason and "91.2" in verdicts[1].reason
+
+
+def test_answerer_extracts_abstains_and_scores_options(embedder: OfflineEmbedder, cfg: ModelConfig) -> None:
+    answerer = OfflineAnswerer(embedder, cfg)
+    found, none, choice = answerer.answer([
+        AnswerRequest("What F1 score does the tagger reach on the test set?", DOC),
+        AnswerRequest("What is the capital city of Peru?", DOC),
+        AnswerRequest("Which optimizer trains the tagger?", DOC, options=("Stochastic gradient descent", "Adam", "Adagrad")),
+    ])
+    assert not found.abstained and found.text == "It reaches an F1 score of 91.2 on the test set."
+    assert none.abstained and none.text is None and none.score < cfg.answer_min_score
+    assert choice.option == 1 and not choice.abstained
+
+
+def test_offline_factory_builds_offline_roles_without_litellm(cfg: ModelConfig) -> None:
+    roles = build_roles(cfg)
+    assert roles.client is None and not roles.spend_cap_reached
+    assert isinstance(roles.judge, OfflineJudge) and isinstance(roles.responder, OfflineResponder)
+    roles.start_round(3)
+    assert roles.usage().calls == 0
