@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
+
+# Prefect reads its home at import: every test run gets its own, never the user's ~/.prefect.
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="grace-prefect-home-")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 import pytest
 

@@ -1,0 +1,26 @@
+"""Flow tests run against a real temporary Prefect server (``prefect_test_harness``), one per
+test session, with ``PREFECT_HOME`` in a temporary folder (set in tests/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_server():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture()
+def sample_batch() -> Path:
+    """Three QASPER dev papers with their questions (bundled for the demo)."""
+    return SAMPLE

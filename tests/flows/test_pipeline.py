@@ -1,0 +1,144 @@
+"""End to end: the flows on three QASPER dev papers with the offline backend and the verifier
+as reviewer, against a real temporary Prefect server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from flows.expansion import expansion_round, next_round
+from flows.ingest import ingest_batch, watch_inbox
+from flows.params import IngestParams, RoundParams, RunOptions
+from storage.lake import Lake
+from tests.conftest import REPO
+
+TABLES = ("documents", "sources", "questions", "claims", "edges", "scores", "deferrals", "verdicts", "llm_calls")
+COMMON = dict(hallucination_rate=0.2, prior_sections=["Abstract", "Introduction"], budget=3.0)
+
+
+def snapshot(lake: Lake) -> dict[str, int]:
+    return {t: lake.read(t).height for t in TABLES} | {"files": len(lake.query("SELECT * FROM lake_files"))}
+
+
+def metrics(lake: Lake) -> dict[int, dict]:
+    return {r["round"]: r for r in lake.query("SELECT * FROM round_metrics ORDER BY round").to_dicts()}
+
+
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory) -> Lake:
+    root = str(tmp_path_factory.mktemp("lake"))
+    ingest_batch(IngestParams(batch=str(REPO / "flows/samples/qasper_demo.jsonl"), lake=root, **COMMON))
+    for r in (1, 2):
+        expansion_round(RoundParams(round_id=r, lake=root, **COMMON))
+    return Lake.open(RunOptions(lake=root).settings())
+
+
+def test_two_rounds_grow_grounded_knowledge(two_rounds: Lake) -> None:
+    m = metrics(two_rounds)
+    assert set(m) == {1, 2}
+    assert m[1]["n_documents"] == 3 and m[1]["n_claims"] > 30
+    assert m[1]["n_deferred"] > 0 and m[1]["n_confirmed"] > 0
+    assert m[2]["pcr"] >= m[1]["pcr"]
+    assert m[2]["n_grounded"] > m[1]["n_grounded"] and m[2]["kf"] < m[1]["kf"]
+
+
+def test_confirmed_claims_become_priors_and_rejected_ones_are_refuted(two_rounds: Lake) -> None:
+    votes = two_rounds.read("verdicts", rounds=[1])
+    confirmed = votes.filter(pl.col("verdict") == "confirm").select("doc_id", "claim_id")
+    verified = two_rounds.read("sources", rounds=[2]).filter(pl.col("source_kind") == "verified")
+    assert verified.select("doc_id", "claim_id").sort("claim_id").equals(confirmed.sort("claim_id"))
+    assert (verified["source_id"] == "v:" + verified["claim_id"]).all()
+    status2 = two_rounds.read("scores", rounds=[2]).select("doc_id", "claim_id", "status")
+    assert set(confirmed.join(status2, on=["doc_id", "claim_id"])["status"]) == {"grounded"}
+    rejected = votes.filter(pl.col("verdict") == "reject").select("doc_id", "claim_id")
+    assert set(rejected.join(status2, on=["doc_id", "claim_id"])["status"]) <= {"refuted"}
+    # every vote names its reviewer and channel
+    assert votes["reviewer"].null_count() == 0 and set(votes["channel"]) == {"verifier"}
+
+
+def test_deferrals_respect_the_budget(two_rounds: Lake) -> None:
+    d = two_rounds.read("deferrals")
+    assert d.height > 0
+    assert d.group_by("round").agg(pl.col("cost").sum())["cost"].max() <= COMMON["budget"] + 1e-9
+    assert (d["gain"] > 0).all()
+
+
+def test_rerunning_a_round_changes_nothing(two_rounds: Lake) -> None:
+    before = snapshot(two_rounds)
+    expansion_round(RoundParams(round_id=2, lake=two_rounds.uri, **COMMON))
+    assert snapshot(two_rounds) == before
+    assert next_round(RunOptions(lake=two_rounds.uri).settings()) == 3
+
+
+def _assert_no_duplicates(lake: Lake) -> None:
+    keys = {
+        "claims": ["doc_id", "claim_id", "source_id"], "edges": ["doc_id", "source_id", "claim_id", "label"],
+        "scores": ["doc_id", "claim_id", "round"], "sources": ["doc_id", "source_id"], "deferrals": ["doc_id", "claim_id", "round", "reviewer"],
+        "verdicts": ["doc_id", "claim_id", "round", "reviewer"],
+    }
+    for table, cols in keys.items():
+        df = lake.read(table)
+        assert df.height == df.select(cols).n_unique(), f"duplicate rows in {table}"
+
+
+def test_a_round_killed_midway_and_rerun_leaves_no_duplicates(tmp_path: Path) -> None:
+    root = str(tmp_path / "lake")
+    env = {**os.environ, "GRACE_DOCS_PER_TASK": "1", "GRACE_PRIOR_SECTIONS": json.dumps(COMMON["prior_sections"])}
+    from prefect.settings import PREFECT_API_URL
+
+    env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+    ingest_batch(IngestParams(batch=str(REPO / "flows/samples/qasper_demo.jsonl"), lake=root, **COMMON))
+    lake = Lake.open(RunOptions(lake=root).settings())
+    script = (
+        "from flows.expansion import expansion_round; from flows.params import RoundParams; "
+        f"expansion_round(RoundParams(round_id=1, lake={root!r}, hallucination_rate=0.2, budget=3.0))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            stages = lake.read("rounds", columns=["stage"])["stage"].to_list()
+            if "build" in stages:
+                break
+            assert proc.poll() is None, "the round ended before it could be killed"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    built = lake.read("claims")["doc_id"].n_unique()
+    assert 1 <= built < 3, "the kill should land between the build chunks"
+    assert lake.read("scores").height == 0
+    os.environ["GRACE_DOCS_PER_TASK"] = "1"
+    try:
+        expansion_round(RoundParams(round_id=1, lake=root, **COMMON))
+    finally:
+        del os.environ["GRACE_DOCS_PER_TASK"]
+    assert lake.read("claims")["doc_id"].n_unique() == 3
+    _assert_no_duplicates(lake)
+    assert metrics(lake)[1]["n_documents"] == 3
+
+
+def test_inbox_ingests_good_batches_and_quarantines_bad_ones(tmp_path: Path) -> None:
+    inbox, root = tmp_path / "inbox", str(tmp_path / "lake")
+    inbox.mkdir()
+    lines = (REPO / "flows/samples/qasper_demo.jsonl").read_text().splitlines()
+    (inbox / "a-good.jsonl").write_text(lines[0] + "\n")
+    (inbox / "b-bad.jsonl").write_text('{"id": "x", "title": "no text at all"}\n')
+    (inbox / "c-good.jsonl").write_text(lines[1] + "\n")
+    out = watch_inbox(RunOptions(lake=root, inbox=str(inbox)))
+    assert len(out) == 3 and "quarantined" in out[1]
+    assert sorted(p.name for p in inbox.iterdir() if p.is_file()) == []
+    assert sorted(p.name for p in (inbox / "processed").iterdir()) == ["a-good.jsonl", "c-good.jsonl"]
+    report = (inbox / "quarantine" / "b-bad.jsonl.error.txt").read_text()
+    assert "b-bad.jsonl: line 1" in report
+    assert Lake.open(RunOptions(lake=root).settings()).read("documents").height == 2
+    assert watch_inbox(RunOptions(lake=root, inbox=str(inbox))) == []  # nothing new
