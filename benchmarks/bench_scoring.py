@@ -39,7 +39,7 @@ def main() -> None:
     nx_rows = edges.filter(edges["doc_id"].is_in(edges["doc_id"].unique().sort().head(args.nx_docs))).to_dicts()
     w = {"anchor": params.w_anchor, "agree": params.w_agree, "neutral": params.w_neutral, "contra": params.w_contra}
     t0 = time.perf_counter()
-    ref = nx_score(nx_rows, w)
+    nx_score(nx_rows, w)
     nx_ms = (time.perf_counter() - t0) * 1000 / args.nx_docs
 
     claims = scores.height / args.docs

@@ -3,7 +3,8 @@ graph yet, a chunk of documents per task, chunks in parallel."""
 
 from __future__ import annotations
 
-import polars as pl
+from datetime import datetime
+
 import pyarrow.dataset as ds
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
@@ -25,15 +26,13 @@ def new_documents(settings: GraceSettings) -> list[str]:
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
-def build_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now_iso: str) -> dict:
+def build_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now: datetime) -> dict:
     """Build and commit the claim graphs of ``doc_ids`` (one commit: a re-run writes nothing twice)."""
-    from datetime import datetime
-
+    started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
     key = f"build/round={round_id}/docs={content_id(*doc_ids)}"
     if lake.is_committed(key):
         return {"documents": len(doc_ids), "claims": 0, "edges": 0, "skipped": True}
-    started = datetime.fromisoformat(now_iso)
     in_docs = ds.field("doc_id").isin(doc_ids)
     docs = lake.read("documents", columns=["doc_id", "title"], filter=in_docs)
     passages = lake.read("sources", rounds=[0], columns=["doc_id", "source_id", "source_kind", "ord", "text"], filter=in_docs)
@@ -43,7 +42,7 @@ def build_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now_
     result = build_documents(docs, passages, questions, roles, round_id=round_id, context_passages=settings.context_passages, model=model)
     lake.commit(key, {
         "sources": result.responses, "claims": result.claims, "edges": result.edges, "llm_calls": cache.pending(),
-        "rounds": stage_row(round_id, "build", started, timestamp(None), len(doc_ids)),
+        "rounds": stage_row(round_id, "build", started, len(doc_ids)),
     })
     return {"documents": len(doc_ids), "claims": result.claims["claim_id"].n_unique(), "edges": result.edges.height, "skipped": False}
 
@@ -56,7 +55,7 @@ def build_graphs(params: StageParams) -> dict:
     doc_ids = new_documents(settings)
     n = settings.docs_per_task
     chunks = [doc_ids[i:i + n] for i in range(0, len(doc_ids), n)]
-    now = timestamp(params.now).isoformat()
+    now = timestamp(params.now)
     futures = [build_chunk.submit(settings, params.round_id, c, now) for c in chunks]
     results = [f.result() for f in futures]
     total = {k: sum(r[k] for r in results) for k in ("documents", "claims", "edges")}

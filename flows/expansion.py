@@ -3,8 +3,12 @@ new batches, build, score, dispatch."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import polars as pl
 from prefect import flow, get_run_logger
+from prefect.task_runners import TaskRunner
 
 from flows.build import build_graphs
 from flows.ingest import watch_inbox
@@ -21,6 +25,25 @@ def next_round(settings: GraceSettings) -> int:
     return int(rounds["round"].max() or 0) + 1
 
 
+@contextmanager
+def chunk_task_runner(settings: GraceSettings) -> Iterator[TaskRunner | None]:
+    """The task runner of the round's chunk tasks (build and score): ``None`` keeps each
+    sub-flow's own thread pool; otherwise prefect-dask on the cluster at ``dask_address``, or on
+    a LocalCluster started for the round (one single-threaded worker process per core)."""
+    if settings.task_runner == "thread" and not settings.dask_address:
+        yield None
+        return
+    from prefect_dask import DaskTaskRunner
+
+    if settings.dask_address:
+        yield DaskTaskRunner(address=settings.dask_address)
+        return
+    from distributed import LocalCluster
+
+    with LocalCluster(threads_per_worker=1) as cluster:
+        yield DaskTaskRunner(address=cluster.scheduler_address)
+
+
 @flow(name="expansion_round", log_prints=True)
 def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     """One expansion round; returns the metrics of every round so far."""
@@ -32,7 +55,8 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
         ingest_verdicts(stage)
     if settings.inbox:
         watch_inbox(RunOptions(**params.model_dump(include=set(RunOptions.model_fields))))
-    build_graphs(stage)
-    metrics = score_round(stage)
+    with chunk_task_runner(settings) as runner:
+        build_graphs.with_options(task_runner=runner)(stage)
+        metrics = score_round.with_options(task_runner=runner)(stage)
     dispatch_reviews(stage)
     return metrics

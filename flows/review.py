@@ -36,13 +36,13 @@ def document_texts(lake: Lake) -> pl.DataFrame:
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
-def defer_claims(settings: GraceSettings, round_id: int, now_iso: str) -> int:
+def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
     """Select the round's boundary claims worth review within the budget; commit the deferrals."""
+    started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
     key = f"dispatch/round={round_id}"
     if lake.is_committed(key):
         return 0
-    started = datetime.fromisoformat(now_iso)
     decided = decisions_before(lake, round_id + 1, settings.quorum).filter(pl.col("decision").is_in(["confirm", "reject"]))
     boundary = (
         lake.read("scores", rounds=[round_id], columns=["doc_id", "claim_id", "status", "priority", "confidence"])
@@ -59,30 +59,30 @@ def defer_claims(settings: GraceSettings, round_id: int, now_iso: str) -> int:
     chosen = select_for_review(candidates, settings.budget)
     deferrals = chosen.select(
         "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), pl.lit(VERIFIER).alias("reviewer"),
-        "priority", "confidence", "cost", "gain", pl.col("rank").cast(pl.Int32), pl.lit(started).alias("created_at"),
+        "priority", "confidence", "cost", "gain", pl.col("rank").cast(pl.Int32), pl.lit(now).alias("created_at"),
     )
     lake.commit(key, {"deferrals": deferrals, "llm_calls": cache.pending(),
-                      "rounds": stage_row(round_id, "dispatch", started, timestamp(None), deferrals["doc_id"].n_unique())})
+                      "rounds": stage_row(round_id, "dispatch", started, deferrals["doc_id"].n_unique())})
     return deferrals.height
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
-def verify_deferred(settings: GraceSettings, round_id: int, now_iso: str) -> dict:
+def verify_deferred(settings: GraceSettings, round_id: int, now: datetime) -> dict:
     """The verifier answers the round's deferrals assigned to it; commit its verdicts."""
+    started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
     key = f"verify/round={round_id}"
     if lake.is_committed(key):
         return {}
-    started = datetime.fromisoformat(now_iso)
     deferred = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "reviewer"]).filter(pl.col("reviewer") == VERIFIER)
     roles, cache = roles_with_cache(settings, lake, round_id)
     verdicts = verify_claims(deferred.join(claim_texts(lake), on=["doc_id", "claim_id"]), document_texts(lake), roles)
     rows = verdicts.select(
         "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), pl.lit(VERIFIER).alias("reviewer"), "verdict",
-        "note", pl.lit(VERIFIER).alias("channel"), pl.lit(started).alias("created_at"),
+        "note", pl.lit(VERIFIER).alias("channel"), pl.lit(now).alias("created_at"),
     )
     lake.commit(key, {"verdicts": rows, "llm_calls": cache.pending(),
-                      "rounds": stage_row(round_id, "verify", started, timestamp(None), rows["doc_id"].n_unique())})
+                      "rounds": stage_row(round_id, "verify", started, rows["doc_id"].n_unique())})
     return dict(rows.group_by("verdict").len().iter_rows())
 
 
@@ -90,7 +90,7 @@ def verify_deferred(settings: GraceSettings, round_id: int, now_iso: str) -> dic
 def dispatch_reviews(params: StageParams) -> dict:
     """Budgeted selection of boundary claims → deferrals, answered by the verifier."""
     settings = params.settings()
-    now = timestamp(params.now).isoformat()
+    now = timestamp(params.now)
     n = defer_claims(settings, params.round_id, now)
     verdicts = verify_deferred(settings, params.round_id, now)
     get_run_logger().info("round %d: deferred %d claims within budget %.2f; verifier: %s", params.round_id, n, settings.budget, verdicts or "nothing new")
@@ -98,14 +98,14 @@ def dispatch_reviews(params: StageParams) -> dict:
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
-def promote_and_cascade(settings: GraceSettings, round_id: int, now_iso: str) -> dict:
+def promote_and_cascade(settings: GraceSettings, round_id: int, now: datetime) -> dict:
     """Confirmed claims become priors with anchor edges; the claims they entail get anchor
     edges too (cascade). Rejections are applied by scoring. One commit per round."""
+    started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
     key = f"promote/round={round_id}"
     if lake.is_committed(key):
         return {}
-    started = datetime.fromisoformat(now_iso)
     decisions = decisions_before(lake, round_id, settings.quorum)
     verified = lake.read("sources", columns=["doc_id", "claim_id", "source_kind"]).filter(pl.col("source_kind") == "verified")
     fresh = decisions.join(verified.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
@@ -123,13 +123,13 @@ def promote_and_cascade(settings: GraceSettings, round_id: int, now_iso: str) ->
     cascaded = cascade_edges(judge_pairs(pairs, roles, round_id=round_id))
     edges = pl.concat([promo.edges, cascaded]).with_columns(round=pl.lit(round_id, pl.Int32))
     lake.commit(key, {"sources": new_sources, "edges": edges, "llm_calls": cache.pending(),
-                      "rounds": stage_row(round_id, "verdicts", started, timestamp(None), new_sources["doc_id"].n_unique())})
+                      "rounds": stage_row(round_id, "verdicts", started, new_sources["doc_id"].n_unique())})
     return {"promoted": new_sources.height, "rejected": promo.rejected.height, "cascade_edges": cascaded.height}
 
 
 @flow(name="ingest_verdicts", log_prints=True)
 def ingest_verdicts(params: StageParams) -> dict:
     """Verdicts of earlier rounds → promotion, archival and cascade for round ``round_id``."""
-    out = promote_and_cascade(params.settings(), params.round_id, timestamp(params.now).isoformat())
+    out = promote_and_cascade(params.settings(), params.round_id, timestamp(params.now))
     get_run_logger().info("round %d: %s", params.round_id, out or "verdicts already applied")
     return out

@@ -30,8 +30,9 @@ def timestamp(now: datetime | None) -> datetime:
     return (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
 
 
-def stage_row(round_id: int, stage: str, started: datetime, finished: datetime, n_documents: int, detail: str = "{}") -> pl.DataFrame:
-    """One ``rounds`` row recording that ``stage`` of ``round_id`` ran."""
+def stage_row(round_id: int, stage: str, started: datetime, n_documents: int, detail: str = "{}") -> pl.DataFrame:
+    """One ``rounds`` row recording that ``stage`` of ``round_id`` ran from ``started`` until now."""
+    finished = timestamp(None)
     return pl.DataFrame({
         "round": [round_id], "stage": [stage], "started_at": [started], "finished_at": [finished],
         "n_documents": [n_documents], "detail_json": [detail],

@@ -29,16 +29,16 @@ def documents_with_claims(settings: GraceSettings) -> list[str]:
 
 
 @task(retries=1, retry_delay_seconds=5, cache_policy=NONE)
-def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now_iso: str) -> int:
+def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now: datetime) -> int:
     """Score every claim of ``doc_ids`` as of ``round_id`` and commit the rows (once)."""
     from graph_tool import openmp_set_num_threads
 
     openmp_set_num_threads(1)  # documents are scored one at a time; parallelism is across tasks
+    started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
     key = f"score/round={round_id}/docs={content_id(*doc_ids)}"
     if lake.is_committed(key):
         return 0
-    started = datetime.fromisoformat(now_iso)
     rounds = range(0, round_id + 1)
     in_docs = ds.field("doc_id").isin(doc_ids)
     edges = lake.read("edges", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "claim_id", "label"], filter=in_docs)
@@ -49,7 +49,7 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now_
     scores = score_edges(validate_edges(edges, origin=f"lake {lake.uri} edges"), settings, rejected=rejected, claims=claims, sources=sources)
     lake.commit(key, {
         "scores": scores.with_columns(round=pl.lit(round_id, pl.Int32)),
-        "rounds": stage_row(round_id, "score", started, timestamp(None), len(doc_ids)),
+        "rounds": stage_row(round_id, "score", started, len(doc_ids)),
     })
     return scores.height
 
@@ -86,7 +86,7 @@ def score_round(params: StageParams) -> list[dict]:
     logger = get_run_logger()
     doc_ids = documents_with_claims(settings)
     n = settings.score_docs_per_task
-    now = timestamp(params.now).isoformat()
+    now = timestamp(params.now)
     futures = [score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], now) for i in range(0, len(doc_ids), n)]
     scored = sum(f.result() for f in futures)
     logger.info("round %d: scored %d claims of %d documents", params.round_id, scored, len(doc_ids))

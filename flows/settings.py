@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from deployments.config import RunnerConfig, ScheduleConfig
 from grace_core.models.config import ModelConfig
 from grace_core.params import ScoringParams
 from storage.config import LakeConfig
@@ -27,7 +28,7 @@ class PipelineConfig(BaseModel):
     )
 
 
-class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig):
+class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ScheduleConfig, RunnerConfig):
     """All of GRACE's settings. It *is* a ScoringParams, a LakeConfig, a ModelConfig and a
     PipelineConfig, so each layer is handed the same object and sees only the fields it declares.
 
