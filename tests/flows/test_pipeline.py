@@ -142,3 +142,24 @@ def test_inbox_ingests_good_batches_and_quarantines_bad_ones(tmp_path: Path) -> 
     assert "b-bad.jsonl: line 1" in report
     assert Lake.open(RunOptions(lake=root).settings()).read("documents").height == 2
     assert watch_inbox(RunOptions(lake=root, inbox=str(inbox))) == []  # nothing new
+
+
+def test_ask_answers_from_grounded_knowledge_or_abstains(two_rounds: Lake) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import _register, app
+
+    _register()
+    runner = CliRunner()
+    grounded = two_rounds.query(
+        "SELECT s.doc_id, t.text FROM claim_status s JOIN claim_texts t USING (doc_id, claim_id) "
+        "WHERE s.status = 'grounded' AND t.from_response ORDER BY s.closeness DESC LIMIT 1"
+    ).row(0, named=True)
+    res = runner.invoke(app, ["ask", "--lake", two_rounds.uri, "--doc", grounded["doc_id"], grounded["text"]])
+    assert res.exit_code == 0, res.output
+    assert "Answer:" in res.output and "abstained" not in res.output
+    assert "grounded claim" in res.output or "prior" in res.output
+    res = runner.invoke(app, ["ask", "--lake", two_rounds.uri, "What is the boiling point of tungsten in kelvin?"])
+    assert res.exit_code == 0 and "abstained" in res.output
+    res = runner.invoke(app, ["ask", "--lake", two_rounds.uri, "--doc", "no-such-doc", "anything"])
+    assert res.exit_code != 0
