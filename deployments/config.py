@@ -1,0 +1,48 @@
+"""When and where the deployed flows run. Values only: the entry point's settings object *is* a
+:class:`ScheduleConfig` and a :class:`RunnerConfig`, so every field reads ``GRACE_<FIELD>``
+(``GRACE_NIGHTLY_CRON``, ``GRACE_INBOX_INTERVAL_S``, ``GRACE_TIMEZONE``, ``GRACE_TASK_RUNNER``,
+``GRACE_DASK_ADDRESS``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from grace_core.errors import InvalidSettings
+
+
+class ScheduleConfig(BaseModel):
+    """Schedules of the served deployments (``grace serve``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    nightly_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly expansion round.")
+    inbox_interval_s: int = Field(300, ge=1, description="Seconds between two scans of the batch inbox.")
+    timezone: str = Field("UTC", description="IANA time zone of the nightly cron schedule, e.g. Europe/Paris.")
+
+    @model_validator(mode="after")
+    def _valid_cron_and_zone(self) -> ScheduleConfig:
+        """Refuse a cron string or time zone that Prefect would refuse, as one clear line."""
+        from prefect.client.schemas.schedules import CronSchedule
+
+        try:
+            CronSchedule(cron=self.nightly_cron, timezone=self.timezone)
+        except ValidationError as exc:
+            reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InvalidSettings(f"nightly schedule (GRACE_NIGHTLY_CRON, GRACE_TIMEZONE): {reason}") from None
+        return self
+
+
+class RunnerConfig(BaseModel):
+    """Where an expansion round runs the chunk tasks of its build and score sub-flows."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task_runner: Literal["thread", "dask"] = Field(
+        "thread", description="thread: a thread pool in the flow's process; dask: a Dask cluster (prefect-dask)."
+    )
+    dask_address: str | None = Field(
+        None, description="Scheduler of an existing Dask cluster (tcp://host:8786); implies task_runner=dask. "
+        "With task_runner=dask and no address, each round starts a LocalCluster of one worker process per core."
+    )

@@ -1,0 +1,132 @@
+"""Scale-out: chunk tasks on a Dask cluster (prefect-dask) — settings pickled to worker
+processes that reopen the lake and report to the same Prefect server — and a round on a lake in
+S3 (a moto server on loopback), as on machines that share one Prefect server, one lake and one
+Dask cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from dask.utils import key_split
+from distributed import Client, LocalCluster, get_task_stream
+from moto.server import ThreadedMotoServer
+from prefect import flow, task
+from prefect.cache_policies import NONE
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+from flows.expansion import chunk_task_runner, expansion_round
+from flows.ingest import ingest_batch
+from flows.params import IngestParams, RoundParams
+from flows.settings import GraceSettings, build_settings
+from storage.lake import Lake
+from tests.conftest import REPO
+
+COMMON = dict(prior_sections=["Abstract", "Introduction"], hallucination_rate=0.2, budget=3.0)
+DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@pytest.fixture
+def one_paper(tmp_path: Path) -> Path:
+    """A batch of one bundled QASPER paper (keeps the rounds short)."""
+    path = tmp_path / "one-paper.jsonl"
+    path.write_text((REPO / "flows/samples/qasper_demo.jsonl").read_text().splitlines()[0] + "\n")
+    return path
+
+
+def assert_round_one_is_in(lake: Lake) -> None:
+    """Documents, claims and scores of round 1 are in the lake and its metrics view answers."""
+    assert lake.read("documents").height == 1
+    claims = lake.read("claims", rounds=[1])
+    assert claims.height > 0
+    scores = lake.read("scores", rounds=[1])
+    assert scores.select("doc_id", "claim_id").unique().height == claims.select("doc_id", "claim_id").unique().height
+    metrics = lake.query("SELECT round, n_documents, n_claims FROM round_metrics").to_dicts()
+    assert metrics == [{"round": 1, "n_documents": 1, "n_claims": claims["claim_id"].n_unique()}]
+
+
+def test_settings_and_lakes_pickle_as_their_values(tmp_path: Path) -> None:
+    settings = build_settings(lake=str(tmp_path / "lake"), dask_address="tcp://10.0.0.5:8786")
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    lake = pickle.loads(pickle.dumps(Lake.open(settings)))
+    assert lake.uri == str(tmp_path / "lake")
+
+
+@task(cache_policy=NONE)
+def where_the_lake_opens(settings: GraceSettings) -> tuple[str, int]:
+    """The lake's URI and the process id, as seen by whatever process runs the task."""
+    return Lake.open(settings).uri, os.getpid()
+
+
+@flow
+def probe(settings: GraceSettings) -> tuple[str, int]:
+    return where_the_lake_opens.submit(settings).result()
+
+
+def test_chunk_task_runner_is_threads_by_default_and_a_local_dask_cluster_on_request(tmp_path: Path) -> None:
+    with chunk_task_runner(build_settings()) as runner:
+        assert runner is None  # each sub-flow keeps its own thread pool
+    settings = build_settings(lake=str(tmp_path / "lake"), task_runner="dask")
+    with chunk_task_runner(settings) as runner:
+        with Client(runner.address) as client:
+            workers = client.scheduler_info()["workers"].values()
+            assert len(workers) >= 1 and all(w["nthreads"] == 1 for w in workers)  # graph-tool: one thread per process
+        state = probe.with_options(task_runner=runner)(settings, return_state=True)
+    uri, pid = state.result()
+    assert uri == settings.lake and pid != os.getpid()  # settings pickled to a worker process, lake reopened there
+    with get_client(sync_client=True) as client:  # the worker reported to this Prefect server
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    assert [r.state.type.value for r in runs] == ["COMPLETED"]
+    with pytest.raises(OSError), Client(runner.address, timeout="2s"):
+        pass  # the round's cluster is gone with the round
+
+
+def test_a_round_runs_its_chunk_tasks_on_a_dask_cluster(tmp_path: Path, one_paper: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = str(tmp_path / "lake")
+    ingest_batch(IngestParams(batch=str(one_paper), lake=lake, **COMMON))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client, get_task_stream(client) as stream:
+        monkeypatch.setenv("GRACE_DASK_ADDRESS", cluster.scheduler_address)
+        expansion_round(RoundParams(round_id=1, lake=lake, **COMMON))
+        workers = set(cluster.scheduler_info["workers"])
+    ran = Counter(key_split(t["key"]) for t in stream.data)
+    assert ran == Counter({"build_chunk": 1, "score_chunk": 1})  # the round's chunk tasks, and only those
+    assert {t["worker"] for t in stream.data} <= workers
+    assert_round_one_is_in(Lake.open(build_settings(lake=lake)))
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A moto S3 server on a free loopback port, with dummy credentials in the environment."""
+    for name, value in DUMMY_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_a_round_on_a_lake_in_s3(tmp_path: Path, one_paper: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="grace")
+    s3.upload_file(str(one_paper), "grace", "batches/one-paper.jsonl")
+    monkeypatch.setenv("GRACE_S3_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("GRACE_CATALOG_CACHE", str(tmp_path / "catalogs"))
+    lake = "s3://grace/team/lake"
+    ingest_batch(IngestParams(batch="s3://grace/batches/one-paper.jsonl", lake=lake, **COMMON))
+    expansion_round(RoundParams(round_id=1, lake=lake, **COMMON))
+    assert_round_one_is_in(Lake.open(build_settings(lake=lake)))
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="grace", Prefix="team/lake/")["Contents"]]
+    assert any(k.endswith(".parquet") and "/claims/" in k for k in keys)
