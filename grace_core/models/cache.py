@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 CallOutcome = Literal["ok", "malformed", "rate_limited", "timeout", "error"]
-CALL_OUTCOMES: tuple[CallOutcome, ...] = ("ok", "malformed", "rate_limited", "timeout", "error")
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,19 +54,23 @@ class ModelConfig(BaseModel):
 
     embed_batch_size: int = Field(8, ge=1, description="Texts per forward pass of the offline embedder (8 is fastest on CPU).")
     embed_cache_size: int = Field(200_000, ge=0, description="Embeddings kept in memory, keyed by text hash.")
-    torch_threads: int | None = Field(None, ge=1, description="torch threads of the offline embedder; all cores when unset.")
+    torch_threads: int | None = Field(
+        1, ge=1, description="torch threads of the offline embedder (None: OMP_NUM_THREADS, else every core). "
+        "1 by default: flows run chunks in parallel processes, and oversubscribed torch threads run 5x slower here."
+    )
     responder_sentences: int = Field(2, ge=1, description="Sentences in one offline response.")
     responder_pool: int = Field(6, ge=1, description="Most relevant context sentences the offline responder samples from.")
     hallucination_rate: float = Field(
         0.0, ge=0, le=1, description="Share of offline response sentences corrupted (number, negation or term), each recorded."
     )
 
-    judge_entail_similarity: float = Field(0.55, ge=-1, le=1, description="Offline judge: least cosine to the best source unit.")
-    judge_entail_overlap: float = Field(0.6, ge=0, le=1, description="Offline judge: least share of the claim's content words near that unit.")
+    # Offline thresholds: calibrated on QASPER dev by benchmarks/calibrate_judge.py (see README).
+    judge_entail_similarity: float = Field(0.475, ge=-1, le=1, description="Offline judge: least cosine to the best source unit.")
+    judge_entail_overlap: float = Field(0.4, ge=0, le=1, description="Offline judge: least share of the claim's content words near that unit.")
     judge_contradict_similarity: float = Field(
-        0.75, ge=-1, le=1, description="Offline judge: a negation/number/antonym/term mismatch with a unit this close contradicts."
+        0.5, ge=-1, le=1, description="Offline judge: a negation/number/antonym/term mismatch with a unit this close contradicts."
     )
-    verifier_confirm_similarity: float = Field(0.7, ge=-1, le=1, description="Offline verifier: least cosine to confirm.")
-    verifier_confirm_overlap: float = Field(0.8, ge=0, le=1, description="Offline verifier: least content-word overlap to confirm.")
-    answer_min_score: float = Field(0.45, ge=-1, le=1, description="Offline answerer: abstain below this question–sentence cosine.")
+    verifier_confirm_similarity: float = Field(0.725, ge=-1, le=1, description="Offline verifier: least cosine to confirm.")
+    verifier_confirm_overlap: float = Field(0.85, ge=0, le=1, description="Offline verifier: least content-word overlap to confirm.")
+    answer_min_score: float = Field(0.42, ge=-1, le=1, description="Offline answerer: abstain below this question–sentence cosine.")
     option_min_score: float = Field(0.0, ge=-1, le=1, description="Offline answerer: abstain when the best option scores below this.")

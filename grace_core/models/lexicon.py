@@ -166,14 +166,18 @@ class Mismatch:
     source_side: str
 
 
-def mismatch(claim: str, unit: str, source: str) -> Mismatch | None:
-    """The first contradiction signal between ``claim`` and a very similar ``unit`` of ``source``,
-    provided the unit covers :data:`MISMATCH_MIN_COVERAGE` of the claim's content words:
+def mismatch(claim: str, unit: str, source: str | None = None) -> Mismatch | None:
+    """The first contradiction signal between ``claim`` and a very similar ``unit`` (the closest
+    unit of ``source``), provided the unit covers :data:`MISMATCH_MIN_COVERAGE` of the claim's
+    content words:
 
     - ``negation``: a word negated on one side appears un-negated on the other;
-    - ``number``: each has a number the other lacks, and the claim's is nowhere in the source;
+    - ``number``: each has a number the other lacks;
     - ``antonym``: a word of the claim faces its antonym in the unit;
-    - ``term``: each has a term the other lacks (at most two), and the claim's is nowhere in the source.
+    - ``term``: each has a term the other lacks (at most two on the claim's side).
+
+    When ``source`` is given, a number or term of the claim found anywhere in it is no mismatch
+    (the claim may mix two true statements); pass None when the unit is a near copy of the claim.
     """
     cs, us = content_stems(claim), content_stems(unit)
     if not cs or len(cs & us) < MISMATCH_MIN_COVERAGE * len(cs):
@@ -185,7 +189,7 @@ def mismatch(claim: str, unit: str, source: str) -> Mismatch | None:
         return Mismatch("negation", f"{'not ' if word in hc else ''}{word}", f"{'not ' if word in hu else ''}{word}")
     cn, un = numbers(claim), numbers(unit)
     extra_c, extra_u = cn - un, un - cn
-    if extra_c and extra_u and not (extra_c & numbers(source)):
+    if extra_c and extra_u and not (source is not None and extra_c & numbers(source)):
         return Mismatch("number", ", ".join(sorted(extra_c)), ", ".join(sorted(extra_u)))
     only_u = us - cs
     for w in sorted(cs - us):
@@ -194,7 +198,7 @@ def mismatch(claim: str, unit: str, source: str) -> Mismatch | None:
             return Mismatch("antonym", w, sorted(opposite)[0])
     ct, ut = terms(claim), terms(unit)
     tc, tu = ct - ut, ut - ct
-    if tc and tu and len(tc) <= 2 and not ({t.lower() for t in tc} & lower_tokens(source)):
+    if tc and tu and len(tc) <= 2 and not (source is not None and {t.lower() for t in tc} & lower_tokens(source)):
         return Mismatch("term", ", ".join(sorted(tc)), ", ".join(sorted(tu)))
     return None
 

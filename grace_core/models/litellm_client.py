@@ -51,7 +51,6 @@ class CallResult(Generic[T]):
     value: T | None
     outcome: Outcome
     error: str | None = None
-    from_cache: bool = False
 
 
 class _Transient(Exception):
@@ -235,6 +234,16 @@ class LiteLLMClient:
         with self._lock:
             self.cache.put(CallRecord(round=self._stats.round, created_at=datetime.now(UTC), **fields))
 
+    def _cached(self, key: str, parse: Callable[[str], T]) -> T | None:
+        with self._lock:
+            hit = self.cache.get(key)
+        if hit is None or hit.response is None:
+            return None
+        try:
+            return parse(hit.response)
+        except MalformedReply:
+            return None
+
     def _run(
         self,
         role: str,
@@ -245,52 +254,49 @@ class LiteLLMClient:
         invoke: Callable[[list[dict[str, str]]], tuple[str, Any]],
         parse: Callable[[str], T],
     ) -> CallResult[T]:
-        with self._lock:
-            hit = self.cache.get(key)
-        if hit is not None and hit.response is not None:
-            try:
-                value = parse(hit.response)
-            except MalformedReply:
-                value = None
-            if value is not None:
-                self._count(cache_hits=1)
-                return CallResult(value, "ok", from_cache=True)
+        """Answer from the cache, or call with retries: transient errors back off, malformed
+        replies get a correction turn, fatal errors raise, anything else fails the item."""
+        value = self._cached(key, parse)
+        if value is not None:
+            self._count(cache_hits=1)
+            return CallResult(value, "ok")
 
         msgs = list(messages)
         error = "no attempt made"
-        transient = 0
+        backoffs = 0
         for attempt in range(self.config.max_retries + 1):
             if self.spend_cap_reached:
                 self._count(capped_items=1)
                 return CallResult(None, "capped", error="spend cap reached")
             request = canonical_json({"messages": msgs, "params": params})
             started = time.perf_counter()
+
+            def record(outcome: CallOutcome, error: str | None, text: str | None = None, prompt: int = 0,
+                       completion: int = 0, cost: float | None = None) -> None:
+                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=text,
+                             prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
+                             latency_s=time.perf_counter() - started, outcome=outcome, error=error)
+
             try:
                 text, resp = self._invoke(invoke, msgs)
             except _Transient as exc:
                 error = str(exc)
                 self._count(calls=1)
-                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=None,
-                             prompt_tokens=0, completion_tokens=0, cost_usd=None,
-                             latency_s=time.perf_counter() - started, outcome=exc.outcome, error=error)
+                record(exc.outcome, error)
                 if attempt < self.config.max_retries:
-                    time.sleep(min(self.config.retry_backoff_s * 2**transient, self.config.retry_backoff_max_s))
-                    transient += 1
+                    time.sleep(min(self.config.retry_backoff_s * 2**backoffs, self.config.retry_backoff_max_s))
+                    backoffs += 1
                 continue
             except _FATAL as exc:
                 self._count(calls=1)
-                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=None,
-                             prompt_tokens=0, completion_tokens=0, cost_usd=None,
-                             latency_s=time.perf_counter() - started, outcome="error", error=str(exc))
+                record("error", str(exc))
                 raise ModelUnavailable(f"{role} model {model!r}: {type(exc).__name__}: {exc}") from None
             except openai.APIError as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 self._count(calls=1, failed_items=1)
-                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=None,
-                             prompt_tokens=0, completion_tokens=0, cost_usd=None,
-                             latency_s=time.perf_counter() - started, outcome="error", error=error)
+                record("error", error)
                 return CallResult(None, "failed", error=error)
-            latency = time.perf_counter() - started
+
             usage = getattr(resp, "usage", None)
             prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
             completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -301,15 +307,11 @@ class LiteLLMClient:
                 value = parse(text)
             except MalformedReply as exc:
                 error = f"malformed reply: {exc}"
-                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=text,
-                             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
-                             latency_s=latency, outcome="malformed", error=error)
+                record("malformed", error, text, prompt_tokens, completion_tokens, cost)
                 msgs = [*messages, {"role": "assistant", "content": text},
                         {"role": "user", "content": f"That reply was not valid ({exc}). Reply again with only the JSON object asked for."}]
                 continue
-            self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=text,
-                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
-                         latency_s=latency, outcome="ok", error=None)
+            record("ok", None, text, prompt_tokens, completion_tokens, cost)
             return CallResult(value, "ok")
         self._count(failed_items=1)
         return CallResult(None, "failed", error=error)

@@ -34,14 +34,16 @@ def packaged_model_dir() -> Path:
 
 
 @lru_cache(maxsize=1)
-def load_sentence_model(threads: int):
-    """Load the packaged model once per process on CPU with ``threads`` torch threads."""
+def load_sentence_model(threads: int | None):
+    """Load the packaged model once per process on CPU; ``threads`` sets torch's thread count
+    (None keeps torch's default: ``OMP_NUM_THREADS``, else every core)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     hf_logging.disable_progress_bar()
     return SentenceTransformer(str(packaged_model_dir()), device="cpu")
 
@@ -49,12 +51,12 @@ def load_sentence_model(threads: int):
 class OfflineEmbedder:
     """An :class:`~grace_core.models.roles.Embedder` over the packaged all-MiniLM-L6-v2.
 
-    ``threads`` torch threads (all cores when None); ``batch_size`` texts per forward pass;
-    up to ``cache_size`` vectors kept by text hash.
+    ``threads`` torch threads (torch's default when None); ``batch_size`` texts per forward
+    pass; up to ``cache_size`` vectors kept by text hash.
     """
 
     def __init__(self, *, threads: int | None = None, batch_size: int = 8, cache_size: int = 200_000) -> None:
-        self._model = load_sentence_model(threads or os.cpu_count() or 1)
+        self._model = load_sentence_model(threads)
         self._batch_size = batch_size
         self._cache_size = cache_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()

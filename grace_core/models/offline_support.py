@@ -20,6 +20,11 @@ from grace_core.models.roles import Embedder
 from grace_core.models.segment import claim_units, sentences
 
 
+NEAR_COPY_SIMILARITY = 0.85
+"""From this cosine the best unit is a near copy of the claim: a number or term that differs is a
+contradiction even if the claim's value occurs elsewhere in the source."""
+
+
 @dataclass(frozen=True, slots=True)
 class Support:
     """The evidence a source gives for one claim."""
@@ -83,7 +88,9 @@ class SupportScorer:
                     windows[j] = frozenset().union(*stems[max(0, j - 1): j + 2])
                 words = content_stems(claim)
                 overlap = len(words & windows[j]) / len(words) if words else 0.0
-                found = mismatch(claim, units[j], source) if s >= contradict_similarity else None
+                found = None
+                if s >= contradict_similarity:
+                    found = mismatch(claim, units[j], None if s >= NEAR_COPY_SIMILARITY else source)
                 row.append(Support(s, overlap, units[j], found, unsupported(claim, units[j], source)))
             result.append(row)
         return result

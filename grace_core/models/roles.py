@@ -28,9 +28,6 @@ Label = Literal["entails", "contradicts", "neutral"]
 VerdictLabel = Literal["confirm", "reject", "abstain"]
 CorruptionKind = Literal["number", "negation", "term"]
 
-LABELS: tuple[Label, ...] = ("entails", "contradicts", "neutral")
-VERDICTS: tuple[VerdictLabel, ...] = ("confirm", "reject", "abstain")
-
 
 @dataclass(frozen=True, slots=True)
 class RespondRequest:

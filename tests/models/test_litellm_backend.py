@@ -13,12 +13,22 @@ import pytest
 
 from flows.settings import build_settings
 from grace_core.errors import ModelUnavailable, SpendCapReached, UnknownModelPrice
-from grace_core.models.cache import MemoryCallCache
+from grace_core.models.cache import CallCache, MemoryCallCache
 from grace_core.models.config import ModelConfig
 from grace_core.models.factory import ModelRoles, build_roles
 from grace_core.models.litellm_roles import LiteLLMEmbedder, LiteLLMJudge, parse_judgements
 from grace_core.models.offline_decomposer import OfflineDecomposer
-from grace_core.models.roles import AnswerRequest, JudgeRequest, RespondRequest, VerifyRequest
+from grace_core.models.roles import (
+    Answerer,
+    AnswerRequest,
+    Decomposer,
+    Judge,
+    JudgeRequest,
+    Responder,
+    RespondRequest,
+    Verifier,
+    VerifyRequest,
+)
 from tests.models.openai_server import EMBED_DIM, OpenAICompatibleServer, role_reply
 
 MODEL = "openai/test-model"
@@ -211,6 +221,10 @@ def test_mock_responses_drive_every_llm_role() -> None:
     cfg = ModelConfig(backend="litellm", responder_model=model, decomposer_model=model, judge_model=model,
                       verifier_model=model, answerer_model=model, torch_threads=1, n_samples=3)
     roles = build_roles(cfg, cache, completion=mock_completion)
+    assert isinstance(cache, CallCache)
+    for role, protocol in ((roles.responder, Responder), (roles.decomposer, Decomposer), (roles.judge, Judge),
+                           (roles.verifier, Verifier), (roles.answerer, Answerer)):
+        assert isinstance(role, protocol) and type(role).__name__.startswith("LiteLLM")
     responses = roles.responder.respond([RespondRequest("What is used?", "GloVe vectors are used. Adam trains it.")])
     assert [r.text for r in responses[0]] == ["GloVe vectors are used."] * 3 and [r.sample for r in responses[0]] == [0, 1, 2]
     assert len({r.key for r in cache.records}) == 3, "samples are distinct cache entries"

@@ -13,7 +13,18 @@ from grace_core.models.offline_embedder import OfflineEmbedder
 from grace_core.models.offline_judge import OfflineJudge
 from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.offline_verifier import OfflineVerifier
-from grace_core.models.roles import AnswerRequest, JudgeRequest, RespondRequest, VerifyRequest
+from grace_core.models.roles import (
+    Answerer,
+    AnswerRequest,
+    Decomposer,
+    Embedder,
+    Judge,
+    JudgeRequest,
+    Responder,
+    RespondRequest,
+    Verifier,
+    VerifyRequest,
+)
 from grace_core.models.segment import claim_units, is_fragment
 
 DOC = (
@@ -134,5 +145,8 @@ def test_offline_factory_builds_offline_roles_without_litellm(cfg: ModelConfig) 
     roles = build_roles(cfg)
     assert roles.client is None and not roles.spend_cap_reached
     assert isinstance(roles.judge, OfflineJudge) and isinstance(roles.responder, OfflineResponder)
+    for role, protocol in ((roles.responder, Responder), (roles.decomposer, Decomposer), (roles.judge, Judge),
+                           (roles.verifier, Verifier), (roles.answerer, Answerer), (roles.embedder, Embedder)):
+        assert isinstance(role, protocol)
     roles.start_round(3)
     assert roles.usage().calls == 0
