@@ -20,12 +20,13 @@ from flows.build import build_graphs
 from flows.expansion import expansion_round
 from flows.ingest import ingest_batch, watch_inbox
 from flows.review import dispatch_reviews, ingest_verdicts
+from flows.review_ui import review_packet
 from flows.score import score_round
 
 NIGHTLY = "nightly-expansion"
 INBOX_WATCHER = "inbox-watcher"
 ON_DEMAND = "on-demand"
-ON_DEMAND_FLOWS = (ingest_batch, build_graphs, score_round, dispatch_reviews, ingest_verdicts, expansion_round)
+ON_DEMAND_FLOWS = (ingest_batch, build_graphs, score_round, dispatch_reviews, ingest_verdicts, expansion_round, review_packet)
 
 
 def grace_deployments(config: ScheduleConfig) -> list[RunnerDeployment]:

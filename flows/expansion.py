@@ -3,8 +3,8 @@ new batches, build, score, dispatch."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import polars as pl
 from prefect import flow, get_run_logger

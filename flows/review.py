@@ -1,9 +1,11 @@
-"""``dispatch_reviews`` (budgeted deferrals, answered here by the verifier) and
-``ingest_verdicts`` (verdicts → promotion and cascade for the next round)."""
+"""``dispatch_reviews`` (budgeted deferrals assigned to the reviewer pool; the verifier answers
+its share at once, human reviewers get packets in the lake's review outbox) and
+``ingest_verdicts`` (returned verdict files from the review inbox, then verdicts → promotion
+and cascade for the next round)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 from prefect import flow, get_run_logger, task
@@ -12,32 +14,26 @@ from prefect.cache_policies import NONE
 from flows.params import StageParams
 from flows.runtime import open_lake, roles_with_cache, stage_row, timestamp
 from flows.settings import GraceSettings
-from flows.verdicts import decisions_before
+from flows.verdicts import (
+    assignments, claim_texts, decisions_before, document_texts, ingest_verdict_file, prior_units, write_packets,
+)
+from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
 from grace_core.build import judge_pairs
 from grace_core.promotion import cascade_candidates, cascade_edges, promote
 from grace_core.review import candidate_costs, verify_claims
 from grace_core.selection import select_for_review
-from storage.lake import Lake
-
-VERIFIER = "verifier"
-
-
-def claim_texts(lake: Lake) -> pl.DataFrame:
-    """One text per (doc_id, claim_id): the first decomposition's."""
-    return lake.read("claims", columns=["doc_id", "claim_id", "round", "text"]).sort("round").unique(["doc_id", "claim_id"], keep="first").drop("round")
-
-
-def document_texts(lake: Lake) -> pl.DataFrame:
-    """The whole text of each document: its passages in order, with their names."""
-    passages = lake.read("sources", rounds=[0], columns=["doc_id", "name", "ord", "text"])
-    return passages.sort("doc_id", "ord").group_by("doc_id", maintain_order=True).agg(
-        text=pl.concat_str([pl.col("name").fill_null(""), pl.col("text")], separator="\n").str.join("\n\n")
-    )
+from grace_core.verdict_files import InvalidVerdictFile
+from storage.review_files import ReviewArea
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
 def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
-    """Select the round's boundary claims worth review within the budget; commit the deferrals."""
+    """Select the round's boundary claims worth review within the budget, assign each to
+    ``overlap`` reviewers of the pool and commit the deferrals; returns the claims deferred.
+
+    Claims already decided (confirm or reject) and claims with an assignment still open before
+    its deadline stay out; an overdue claim is back in the pool. The review cost counts the
+    expected human seconds per claim from the pool's history (DESIGN §4; 0 for the verifier)."""
     started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
     key = f"dispatch/round={round_id}"
@@ -48,22 +44,26 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
         lake.read("scores", rounds=[round_id], columns=["doc_id", "claim_id", "status", "priority", "confidence"])
         .filter((pl.col("status") == "boundary") & pl.col("priority").is_not_null())
         .join(decided.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
+        .join(busy_claims(assignments(lake, now)), on=["doc_id", "claim_id"], how="anti")
         .join(claim_texts(lake), on=["doc_id", "claim_id"])
     )
-    prior_units = pl.concat([  # the atomic claims of the priors, and verified claims
-        lake.read("claims", columns=["doc_id", "source_kind", "text"]).filter(pl.col("source_kind") == "prior"),
-        lake.read("sources", columns=["doc_id", "source_kind", "text"]).filter(pl.col("source_kind") == "verified"),
-    ]).select("doc_id", "text").unique()
+    votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
+    seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
     roles, cache = roles_with_cache(settings, lake, round_id)
-    candidates = candidate_costs(boundary, prior_units, roles, settings, review_seconds=0.0)
+    candidates = candidate_costs(boundary, prior_units(lake), roles, settings, review_seconds=seconds)
     chosen = select_for_review(candidates, settings.budget)
-    deferrals = chosen.select(
-        "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), pl.lit(VERIFIER).alias("reviewer"),
-        "priority", "confidence", "cost", "gain", pl.col("rank").cast(pl.Int32), pl.lit(now).alias("created_at"),
+    assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes)
+    human_deadline = now + timedelta(hours=settings.deadline_hours)
+    deferrals = assigned.select(
+        "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), "reviewer",
+        "priority", "confidence", "cost", "gain", pl.col("rank").cast(pl.Int32),
+        # the verifier answers within the dispatch: what it leaves unanswered is back in the pool next round
+        pl.when(pl.col("reviewer") == VERIFIER).then(pl.lit(now)).otherwise(pl.lit(human_deadline)).alias("deadline"),
+        pl.lit(now).alias("created_at"),
     )
     lake.commit(key, {"deferrals": deferrals, "llm_calls": cache.pending(),
                       "rounds": stage_row(round_id, "dispatch", started, deferrals["doc_id"].n_unique())})
-    return deferrals.height
+    return chosen.height
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
@@ -86,15 +86,50 @@ def verify_deferred(settings: GraceSettings, round_id: int, now: datetime) -> di
     return dict(rows.group_by("verdict").len().iter_rows())
 
 
+@task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
+def send_packets(settings: GraceSettings, round_id: int, now: datetime) -> dict[str, int]:
+    """Rewrite the outbox packets (CSV and JSONL) of the human reviewers: the claims each still
+    has to answer, with their context. Returns claims per reviewer."""
+    lake = open_lake(settings)
+    roles, _ = roles_with_cache(settings, lake, round_id)
+    return {name: out["claims"] for name, out in write_packets(lake, roles, now, list(settings.reviewers)).items()}
+
+
 @flow(name="dispatch_reviews", log_prints=True)
 def dispatch_reviews(params: StageParams) -> dict:
-    """Budgeted selection of boundary claims → deferrals, answered by the verifier."""
+    """Budgeted selection of boundary claims → deferrals assigned to the reviewer pool; the
+    verifier answers its share, human reviewers get packets in the review outbox."""
     settings = params.settings()
     now = timestamp(params.now)
     n = defer_claims(settings, params.round_id, now)
     verdicts = verify_deferred(settings, params.round_id, now)
-    get_run_logger().info("round %d: deferred %d claims within budget %.2f; verifier: %s", params.round_id, n, settings.budget, verdicts or "nothing new")
-    return {"deferred": n, "verdicts": verdicts}
+    packets = send_packets(settings, params.round_id, now)
+    get_run_logger().info(
+        "round %d: deferred %d claims within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n,
+        settings.budget, ", ".join(settings.pool), settings.overlap, verdicts or "nothing new", packets or "none",
+    )
+    return {"deferred": n, "verdicts": verdicts, "packets": packets}
+
+
+@task(retries=2, retry_delay_seconds=5, cache_policy=NONE)
+def ingest_review_inbox(settings: GraceSettings, now: datetime) -> list[str]:
+    """Read every file of the lake's review inbox once: verdict files are recorded (bad rows
+    quarantined with file, line and reason) and moved to ``review/processed/``; any other file
+    is moved to the quarantine with an error report. Returns one line per file and bad row."""
+    lake = open_lake(settings)
+    area = ReviewArea(lake.store)
+    lines = []
+    for name in area.inbox_names():
+        data = area.read_inbox(name)
+        try:
+            report = ingest_verdict_file(lake, name, data, now)
+        except InvalidVerdictFile as exc:
+            lines.append(f"{name}: quarantined: {exc}")
+            area.quarantine_file(name, data, str(exc))
+            continue
+        area.mark_processed(name, data)
+        lines += [report.summary(), *map(str, report.bad)]
+    return lines
 
 
 @task(retries=2, retry_delay_seconds=10, cache_policy=NONE)
@@ -129,7 +164,13 @@ def promote_and_cascade(settings: GraceSettings, round_id: int, now: datetime) -
 
 @flow(name="ingest_verdicts", log_prints=True)
 def ingest_verdicts(params: StageParams) -> dict:
-    """Verdicts of earlier rounds → promotion, archival and cascade for round ``round_id``."""
-    out = promote_and_cascade(params.settings(), params.round_id, timestamp(params.now))
-    get_run_logger().info("round %d: %s", params.round_id, out or "verdicts already applied")
+    """The review inbox's verdict files, then the verdicts of earlier rounds → promotion,
+    archival and cascade for round ``round_id``."""
+    settings = params.settings()
+    now = timestamp(params.now)
+    logger = get_run_logger()
+    for line in ingest_review_inbox(settings, now):
+        logger.info(line)
+    out = promote_and_cascade(settings, params.round_id, now)
+    logger.info("round %d: %s", params.round_id, out or "verdicts already applied")
     return out

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deployments.config import RunnerConfig, ScheduleConfig
+from grace_core.assignment import ReviewConfig
 from grace_core.models.config import ModelConfig
 from grace_core.params import ScoringParams
 from storage.config import LakeConfig
@@ -28,9 +29,9 @@ class PipelineConfig(BaseModel):
     )
 
 
-class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ScheduleConfig, RunnerConfig):
+class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, ScheduleConfig, RunnerConfig):
     """All of GRACE's settings. It *is* a ScoringParams, a LakeConfig, a ModelConfig and a
-    PipelineConfig, so each layer is handed the same object and sees only the fields it declares.
+    PipelineConfig (and a ReviewConfig, …), so each layer is handed the same object and sees only the fields it declares.
 
     Every field reads ``GRACE_<FIELD>`` from the environment (e.g. ``GRACE_W_ANCHOR=4``,
     ``GRACE_LAKE=s3://bucket/prefix``); explicit keyword arguments win.

@@ -1,11 +1,36 @@
-"""Reading the review state of the lake: every raw vote, and the decision per claim."""
+"""The review state of the lake: every raw vote and the decision per claim, the open
+assignments with what a reviewer sees of each claim, and verdicts recorded from any channel
+(verifier, file, terminal, Prefect UI) after every row was checked.
+
+Recording is safe by construction: each unit (a verdict file by its content hash, a terminal
+answer, a resumed UI run) is one idempotent lake commit; rows are checked against the claims,
+the assignments and the stored votes first (:func:`grace_core.verdict_files.check_verdicts`),
+bad rows go to the quarantine with file, line and reason, and stored verdicts are only ever
+added to, never changed.
+"""
 
 from __future__ import annotations
 
-import polars as pl
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
 
+import polars as pl
+import pyarrow.dataset as ds
+
+from grace_core.assignment import VERIFIER, open_assignments
+from grace_core.models.factory import ModelRoles
 from grace_core.promotion import aggregate_verdicts
+from grace_core.review import nearest_priors
+from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file
 from storage.lake import Lake
+from storage.review_files import ReviewArea
+
+DEFERRAL_COLUMNS = ["doc_id", "claim_id", "round", "reviewer", "deadline", "rank", "priority", "confidence"]
+PACKET_COLUMNS = [
+    "round", "doc_id", "claim_id", "reviewer", "deadline", "overdue", "status", "confidence", "claim", "source",
+    "source_passage", "nearest_prior", "verdict", "seconds_spent", "note",
+]
 
 
 def decisions_before(lake: Lake, round_id: int, quorum: int) -> pl.DataFrame:
@@ -14,3 +39,156 @@ def decisions_before(lake: Lake, round_id: int, quorum: int) -> pl.DataFrame:
     votes = lake.read("verdicts", rounds=range(1, round_id), columns=["doc_id", "claim_id", "reviewer", "verdict", "created_at"])
     latest = votes.sort("created_at").unique(["doc_id", "claim_id", "reviewer"], keep="last")
     return aggregate_verdicts(latest.select("doc_id", "claim_id", "reviewer", "verdict"), quorum)
+
+
+def claim_texts(lake: Lake) -> pl.DataFrame:
+    """One text per (doc_id, claim_id): the first decomposition's."""
+    return lake.read("claims", columns=["doc_id", "claim_id", "round", "text"]).sort("round").unique(["doc_id", "claim_id"], keep="first").drop("round")
+
+
+def document_texts(lake: Lake) -> pl.DataFrame:
+    """The whole text of each document: its passages in order, with their names."""
+    passages = lake.read("sources", rounds=[0], columns=["doc_id", "name", "ord", "text"])
+    return passages.sort("doc_id", "ord").group_by("doc_id", maintain_order=True).agg(
+        text=pl.concat_str([pl.col("name").fill_null(""), pl.col("text")], separator="\n").str.join("\n\n")
+    )
+
+
+def prior_units(lake: Lake) -> pl.DataFrame:
+    """``doc_id, text`` of what counts as prior knowledge for review costs and nearest priors:
+    the atomic claims of the priors, and verified claims. (A sentence embedder reads only the
+    first few hundred tokens of a long section, so "nearest prior" is taken unit by unit.)"""
+    return pl.concat([
+        lake.read("claims", columns=["doc_id", "source_kind", "text"]).filter(pl.col("source_kind") == "prior"),
+        lake.read("sources", columns=["doc_id", "source_kind", "text"]).filter(pl.col("source_kind") == "verified"),
+    ]).select("doc_id", "text").unique(maintain_order=True)
+
+
+def assignments(lake: Lake, now: datetime) -> pl.DataFrame:
+    """Open assignments (:func:`grace_core.assignment.open_assignments`) of every reviewer,
+    in the order reviewers should take them: oldest round first, then selection rank."""
+    deferrals = lake.read("deferrals", columns=DEFERRAL_COLUMNS)
+    verdicts = lake.read("verdicts", columns=["doc_id", "claim_id", "round", "reviewer"])
+    return open_assignments(deferrals, verdicts, now).sort("round", "rank", "claim_id", "reviewer")
+
+
+def pending_for(lake: Lake, reviewer: str, now: datetime) -> pl.DataFrame:
+    """The open assignments of ``reviewer``, in review order."""
+    return assignments(lake, now).filter(pl.col("reviewer") == reviewer)
+
+
+def _latest_scores(lake: Lake, docs: list[str]) -> pl.DataFrame:
+    """``doc_id, claim_id, status, confidence`` of each document's latest scoring."""
+    scores = lake.read("scores", columns=["doc_id", "claim_id", "round", "status", "confidence"], filter=ds.field("doc_id").isin(docs))
+    return scores.filter(pl.col("round") == pl.col("round").max().over("doc_id")).drop("round")
+
+
+def _claim_sources(lake: Lake, claim_ids: list[str]) -> pl.DataFrame:
+    """The source each claim was first decomposed from: ``doc_id, claim_id, source,
+    source_passage``."""
+    rows = lake.read("claims", columns=["doc_id", "claim_id", "round", "source_id", "source_kind"], filter=ds.field("claim_id").isin(claim_ids))
+    first = rows.sort("round", "source_id").unique(["doc_id", "claim_id"], keep="first")
+    sources = lake.read("sources", columns=["doc_id", "source_id", "name", "text"], filter=ds.field("source_id").isin(first["source_id"].unique().to_list()))
+    return first.join(sources, on=["doc_id", "source_id"], how="left").select(
+        "doc_id", "claim_id",
+        pl.format("{} {} (round {})", "source_kind", pl.col("name").fill_null(pl.col("source_id")), "round").alias("source"),
+        pl.col("text").alias("source_passage"),
+    )
+
+
+def review_context(lake: Lake, roles: ModelRoles, rows: pl.DataFrame) -> pl.DataFrame:
+    """Assignments (rows of :func:`assignments`) with what the reviewer sees, as the flat
+    :data:`PACKET_COLUMNS` of a review packet: the claim's text, the passage it was decomposed
+    from, its nearest prior, its current status and confidence, the deadline, and empty
+    ``verdict, seconds_spent, note`` for the reviewer to fill in."""
+    docs = rows["doc_id"].unique().to_list()
+    texts = claim_texts(lake).join(rows.select("doc_id", "claim_id").unique(), on=["doc_id", "claim_id"], how="semi")
+    priors = prior_units(lake).filter(pl.col("doc_id").is_in(docs))
+    return (
+        rows.drop("confidence")
+        .join(texts.rename({"text": "claim"}), on=["doc_id", "claim_id"], how="left")
+        .join(_claim_sources(lake, rows["claim_id"].unique().to_list()), on=["doc_id", "claim_id"], how="left")
+        .join(nearest_priors(texts, priors, roles.embedder), on=["doc_id", "claim_id"], how="left")
+        .join(_latest_scores(lake, docs), on=["doc_id", "claim_id"], how="left")
+        .with_columns(
+            deadline=pl.col("deadline").dt.strftime("%Y-%m-%dT%H:%M:%SZ"), confidence=pl.col("confidence").round(3),
+            verdict=pl.lit(None, pl.Utf8), seconds_spent=pl.lit(None, pl.Float64), note=pl.lit(None, pl.Utf8),
+        )
+        .select(PACKET_COLUMNS)
+    )
+
+
+def write_packets(
+    lake: Lake, roles: ModelRoles, now: datetime, reviewers: list[str], include_pending: bool = True
+) -> dict[str, dict]:
+    """Rewrite the outbox packet (CSV and JSONL) of each human reviewer in ``reviewers`` and,
+    with ``include_pending``, of every other human with open assignments: the claims waiting
+    for them with their context (an empty packet when none). Returns, per reviewer, the number
+    of ``claims`` and the ``files`` written."""
+    pending = assignments(lake, now).filter(pl.col("reviewer") != VERIFIER)
+    names = set(reviewers) | (set(pending["reviewer"].to_list()) if include_pending else set())
+    pending = pending.filter(pl.col("reviewer").is_in(list(names)))
+    context = review_context(lake, roles, pending) if pending.height else pl.DataFrame(schema=dict.fromkeys(PACKET_COLUMNS, pl.Utf8))
+    area = ReviewArea(lake.store)
+    written = {}
+    for name in sorted(names - {VERIFIER}):
+        packet = context.filter(pl.col("reviewer") == name)
+        written[name] = {"claims": packet.height, "files": area.write_packet(name, packet)}
+    return written
+
+
+@dataclass(frozen=True)
+class VerdictReport:
+    """What recording one unit of verdicts did."""
+
+    source: str
+    recorded: int = 0
+    unanswered: int = 0
+    bad: list[BadRow] = field(default_factory=list)
+    already_recorded: bool = False
+    quarantine: str | None = None
+
+    def summary(self) -> str:
+        """One line: the counts and where the bad rows went."""
+        if self.already_recorded:
+            return f"{self.source}: already ingested, nothing changed"
+        text = f"{self.source}: {self.recorded} verdict{'s' if self.recorded != 1 else ''} recorded"
+        if self.unanswered:
+            text += f", {self.unanswered} unanswered row{'s' if self.unanswered != 1 else ''} skipped"
+        if self.bad:
+            text += f", {len(self.bad)} bad row{'s' if len(self.bad) != 1 else ''} quarantined in {self.quarantine}"
+        return text
+
+
+def record_verdicts(
+    lake: Lake, key: str, source: str, rows: list[VerdictRow], bad: list[BadRow], channel: str, now: datetime,
+    unanswered: int = 0,
+) -> VerdictReport:
+    """Check ``rows`` against the lake's review state and commit the good ones to ``verdicts``
+    as the unit of work ``key`` (with ``channel`` and ``created_at`` = ``now``); the bad ones,
+    with ``bad`` rows found while reading, go to the quarantine. A ``key`` committed before
+    changes nothing."""
+    if lake.is_committed(key):
+        return VerdictReport(source, unanswered=unanswered, already_recorded=True)
+    claims = lake.read("claims", columns=["doc_id", "claim_id"]).unique()
+    deferrals = lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"])
+    stored = lake.read("verdicts", columns=["doc_id", "claim_id", "round", "reviewer"])
+    good, rejected = check_verdicts(rows, claims, deferrals, stored)
+    all_bad = sorted([*bad, *rejected], key=lambda b: b.line)
+    quarantine = None
+    if all_bad:  # kept before the commit: a crash in between leaves the key open, so a re-run writes both
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        quarantine = ReviewArea(lake.store).quarantine_rows(
+            source, digest, [{"file": b.file, "line": b.line, "reason": b.reason, "row": b.raw} for b in all_bad]
+        )
+    lake.commit(key, {"verdicts": good.with_columns(channel=pl.lit(channel), created_at=pl.lit(now))})
+    return VerdictReport(source, good.height, unanswered, all_bad, quarantine=quarantine)
+
+
+def ingest_verdict_file(lake: Lake, name: str, data: bytes, now: datetime) -> VerdictReport:
+    """A returned verdict file (CSV or JSONL) into ``verdicts`` (channel ``file``); the same
+    content twice changes nothing (the commit key is its SHA-256). Raises
+    :class:`~grace_core.verdict_files.InvalidVerdictFile` when it is not a verdict file."""
+    parsed = parse_verdict_file(name, data)
+    key = f"review/file/{hashlib.sha256(data).hexdigest()}"
+    return record_verdicts(lake, key, name, parsed.rows, parsed.bad, "file", now, parsed.unanswered)

@@ -1,5 +1,5 @@
-"""Review stage helpers (DESIGN §4–§5): review costs from embeddings, and the LLM verifier as
-an automatic reviewer."""
+"""Review stage helpers (DESIGN §4–§5): review costs from embeddings, each claim's nearest prior
+(shown to reviewers), and the LLM verifier as an automatic reviewer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 
 from grace_core.models.factory import ModelRoles
-from grace_core.models.roles import VerifyRequest
+from grace_core.models.roles import Embedder, VerifyRequest
 from grace_core.params import ScoringParams
 from grace_core.selection import review_cost
 
@@ -34,6 +34,30 @@ def candidate_costs(
     if not parts:
         return boundary.with_columns(cost=pl.lit(None, pl.Float64))
     return pl.concat(parts)
+
+
+def _unit_rows(m: np.ndarray) -> np.ndarray:
+    """Rows of ``m`` scaled to unit length (zero rows stay zero)."""
+    m = np.asarray(m, dtype=float)
+    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
+
+def nearest_priors(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder) -> pl.DataFrame:
+    """The prior nearest to each claim in embedding space (highest cosine), as reviewers see it.
+
+    ``claims``: ``doc_id, claim_id, text``; ``priors``: ``doc_id, text`` (the same prior units
+    as the review cost). Returns ``doc_id, claim_id, nearest_prior`` (null when the claim's
+    document has no priors). Embeddings are computed per document.
+    """
+    rows = []
+    for (doc_id,), part in claims.group_by("doc_id", maintain_order=True):
+        prior_texts = priors.filter(pl.col("doc_id") == doc_id)["text"].to_list()
+        if not prior_texts:
+            rows += [{"doc_id": doc_id, "claim_id": c, "nearest_prior": None} for c in part["claim_id"]]
+            continue
+        sims = _unit_rows(embedder.embed(part["text"].to_list())) @ _unit_rows(embedder.embed(prior_texts)).T
+        rows += [{"doc_id": doc_id, "claim_id": c, "nearest_prior": prior_texts[j]} for c, j in zip(part["claim_id"], sims.argmax(axis=1))]
+    return pl.DataFrame(rows, schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "nearest_prior": pl.Utf8})
 
 
 def verify_claims(deferred: pl.DataFrame, documents: pl.DataFrame, roles: ModelRoles) -> pl.DataFrame:

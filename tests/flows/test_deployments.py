@@ -29,7 +29,7 @@ from storage.lake import Lake
 from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
-STAGE_FLOWS = ("ingest_batch", "build_graphs", "score_round", "dispatch_reviews", "ingest_verdicts", "expansion_round")
+STAGE_FLOWS = ("ingest_batch", "build_graphs", "score_round", "dispatch_reviews", "ingest_verdicts", "expansion_round", "review_packet")
 EXPECTED = {"expansion_round/nightly-expansion", "watch_inbox/inbox-watcher", *(f"{f}/on-demand" for f in STAGE_FLOWS)}
 PRIORS = '["Abstract", "Introduction"]'
 

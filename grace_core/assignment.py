@@ -1,0 +1,137 @@
+"""Who reviews what (DESIGN §4–§5): the reviewer pool, assignment of deferred claims with
+overlap, the open assignments and their deadlines, and the expected review seconds t(c) that
+enter a claim's review cost.
+
+The pool is the human reviewers of the settings plus, when ``use_verifier`` is on, the
+automatic verifier (named ``verifier``). Each deferred claim goes to ``overlap`` members of the
+pool (all of them when the pool is smaller). Pure functions on polars tables; nothing here
+reads the lake.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from collections.abc import Sequence
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grace_core.errors import InvalidSettings
+
+VERIFIER = "verifier"
+REVIEWER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+
+
+class ReviewConfig(BaseModel):
+    """How deferred claims reach reviewers (env: ``GRACE_REVIEWERS``, ``GRACE_USE_VERIFIER``,
+    ``GRACE_OVERLAP``, ``GRACE_PACKET_SIZE``, ``GRACE_DEADLINE_HOURS``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    reviewers: tuple[str, ...] = Field(
+        (), description='Human reviewers who get review packets, e.g. GRACE_REVIEWERS=\'["alice", "bob"]\'; none by default.'
+    )
+    use_verifier: bool = Field(True, description="The verifier (litellm or offline) reviews as one more member of the pool.")
+    overlap: int = Field(1, ge=1, description="Reviewers each deferred claim is assigned to (at most the pool size).")
+    packet_size: int = Field(10, ge=1, description="Claims per review packet in the Prefect UI.")
+    deadline_hours: float = Field(
+        72.0, gt=0, description="Hours a human reviewer has to answer; an unanswered claim then returns to the pool."
+    )
+
+    @model_validator(mode="after")
+    def _names_valid(self) -> ReviewConfig:
+        for name in self.reviewers:
+            if not REVIEWER_NAME.match(name):
+                raise InvalidSettings(
+                    f"reviewer name {name!r}: use letters, digits and . _ @ + - (at most 64 characters, starting with a letter or digit)"
+                )
+        if VERIFIER in self.reviewers:
+            raise InvalidSettings(f"{VERIFIER!r} names the automatic reviewer: set use_verifier instead of listing it in reviewers")
+        if len(set(self.reviewers)) != len(self.reviewers):
+            raise InvalidSettings(f"reviewers are listed twice: {', '.join(sorted({r for r in self.reviewers if self.reviewers.count(r) > 1}))}")
+        return self
+
+    @property
+    def pool(self) -> tuple[str, ...]:
+        """Every reviewer that gets assignments: the humans, then the verifier when used."""
+        return self.reviewers + ((VERIFIER,) if self.use_verifier else ())
+
+
+def _require(pool: Sequence[str]) -> None:
+    """Refuse an empty reviewer pool: deferred claims would never be answered."""
+    if not pool:
+        raise InvalidSettings("no reviewers: list human reviewers (GRACE_REVIEWERS) or use the verifier (GRACE_USE_VERIFIER=true)")
+
+
+def assign_reviewers(
+    chosen: pl.DataFrame, pool: Sequence[str], overlap: int, round_id: int, answered: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Assign each selected claim (``chosen``, rows in selection order with ``doc_id, claim_id``)
+    to ``min(overlap, len(pool))`` reviewers of ``pool``: one row per claim and reviewer, in
+    the order of ``chosen``, with a ``reviewer`` column added.
+
+    Deterministic round robin: the claim at position i starts at pool slot
+    ``(round_id − 1)·k + i·k`` (k reviewers per claim), so the load is even and the first claims
+    do not go to the same person every round. Reviewers who already voted on a claim
+    (``answered``: ``doc_id, claim_id, reviewer``, e.g. a claim that returned to the pool after a
+    tie) are taken only after those who did not. Raises :class:`InvalidSettings` for an empty pool.
+    """
+    _require(pool)
+    n, k = len(pool), min(overlap, len(pool))
+    voted: dict[tuple[str, str], set[str]] = {}
+    if answered is not None:
+        for doc, claim, reviewer in answered.select("doc_id", "claim_id", "reviewer").iter_rows():
+            voted.setdefault((doc, claim), set()).add(reviewer)
+    index, names = [], []
+    for i, key in enumerate(chosen.select("doc_id", "claim_id").iter_rows()):
+        start = (round_id - 1) * k + i * k
+        rotation = [pool[(start + j) % n] for j in range(n)]
+        seen = voted.get(key, set())
+        ordered = [r for r in rotation if r not in seen] + [r for r in rotation if r in seen]
+        index += [i] * k
+        names += ordered[:k]
+    picks = pl.DataFrame({"_i": index, "reviewer": names}, schema={"_i": pl.UInt32, "reviewer": pl.Utf8})
+    return chosen.with_row_index("_i").join(picks, on="_i", how="inner", maintain_order="right").drop("_i")
+
+
+def mean_review_seconds(verdicts: pl.DataFrame, humans: Sequence[str], default: float) -> float:
+    """Mean ``seconds_spent`` per verdict of the human reviewers ``humans`` so far
+    (``verdicts``: ``reviewer, seconds_spent``); ``default`` when they have no timed verdict."""
+    spent = verdicts.filter(pl.col("reviewer").is_in(list(humans)) & pl.col("seconds_spent").is_not_null())["seconds_spent"]
+    return float(spent.mean()) if len(spent) else float(default)
+
+
+def expected_review_seconds(pool: Sequence[str], overlap: int, mean_seconds: float) -> float:
+    """t(c) of DESIGN §4: the human seconds one deferred claim is expected to take, i.e.
+    ``mean_seconds`` per human verdict times the expected number of human reviewers per claim
+    (k·h/n for k = min(overlap, n) reviewers per claim drawn from a pool of n with h humans).
+    0 for a pool of only the automatic verifier. Raises :class:`InvalidSettings` for an empty pool."""
+    _require(pool)
+    n = len(pool)
+    humans = sum(1 for r in pool if r != VERIFIER)
+    return mean_seconds * min(overlap, n) * humans / n
+
+
+def open_assignments(deferrals: pl.DataFrame, verdicts: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """The assignments still waiting for an answer: the deferral rows of each claim's latest
+    deferral round whose reviewer has not answered that claim in that round, with ``overdue``
+    (its deadline is set and not after ``now``).
+
+    ``deferrals``: ``doc_id, claim_id, round, reviewer, deadline, …``; ``verdicts``: ``doc_id,
+    claim_id, round, reviewer``. A claim deferred again in a later round (it returned to the
+    pool) closes the assignments of its earlier rounds.
+    """
+    keys = ["doc_id", "claim_id", "round", "reviewer"]
+    latest = deferrals.group_by("doc_id", "claim_id").agg(pl.col("round").max())
+    return (
+        deferrals.join(latest, on=["doc_id", "claim_id", "round"], how="semi")
+        .join(verdicts.select(keys).unique(), on=keys, how="anti")
+        .with_columns(overdue=pl.col("deadline").is_not_null() & (pl.col("deadline") <= now))
+    )
+
+
+def busy_claims(open_rows: pl.DataFrame) -> pl.DataFrame:
+    """Claims (``doc_id, claim_id``) with an open assignment that is not overdue: they stay out
+    of the pool until answered or past their deadline."""
+    return open_rows.filter(~pl.col("overdue")).select("doc_id", "claim_id").unique()

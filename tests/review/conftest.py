@@ -1,0 +1,116 @@
+"""Review-loop fixtures: a real temporary Prefect server for the session, and small synthetic
+lakes whose boundary claims and their review costs are known exactly.
+
+The Prefect server is the session harness of tests/flows when it is already up (the harness
+sets the API URL in Prefect's settings context, never in the environment); otherwise this
+folder starts its own (``PREFECT_HOME`` is a temporary folder, see tests/conftest.py).
+
+A synthetic lake holds one document ``d1`` with two prior sections (round 0), their atomic
+claims (the prior units), one response (round 1) and :data:`CLAIMS` decomposed from it, scored
+Boundary with priority 1 and confidence 0 in each requested round. Every claim's text equals a
+prior unit, so its embedding distance to the nearest prior is 0 and its review cost is exactly
+ε + μ·t (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from collections.abc import Iterator
+
+import polars as pl
+import pytest
+
+from flows.params import StageParams
+from storage.lake import Lake
+from tests.storage.conftest import make_bucket, s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+DOC = "d1"
+PRIORS = {
+    "p1": "The parser was trained on the Penn Treebank corpus. Training ran for ten epochs on one GPU.",
+    "p2": "The parser reaches 91 percent accuracy on the test set. It was released under the MIT license.",
+}
+UNITS = {  # atomic claims of the priors (the "prior units" of review costs and nearest priors)
+    "u1": ("p1", "The parser was trained on the Penn Treebank corpus."),
+    "u2": ("p1", "Training ran for ten epochs on one GPU."),
+    "u3": ("p2", "The parser reaches 91 percent accuracy on the test set."),
+    "u4": ("p2", "The parser was released under the MIT license."),
+}
+CLAIMS = {"c:1": UNITS["u1"][1], "c:2": UNITS["u2"][1], "c:3": UNITS["u3"][1], "c:4": UNITS["u4"][1]}
+RESPONSE = " ".join(CLAIMS.values())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_server() -> Iterator[None]:
+    """The session's Prefect server: tests/flows' harness when it is running, else our own."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    if PREFECT_API_URL.value() and PREFECT_API_URL.value() != os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def scores(round_id: int, claim_ids: list[str] | None = None) -> pl.DataFrame:
+    """Score rows of ``round_id``: the claims Boundary with priority 1 and confidence 0."""
+    ids = claim_ids or list(CLAIMS)
+    n = len(ids)
+    return pl.DataFrame({
+        "doc_id": [DOC] * n, "claim_id": ids, "in_prior": [False] * n, "contradicted": [False] * n, "rejected": [False] * n,
+        "closeness": [0.5] * n, "closeness_norm": [0.5] * n, "status": ["boundary"] * n, "betweenness": [0.0] * n,
+        "betweenness_norm": [0.0] * n, "novelty": [1.0] * n, "novelty_norm": [0.5] * n, "priority": [1.0] * n,
+        "confidence": [0.0] * n, "round": [round_id] * n,
+    })
+
+
+def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
+    """A synthetic lake at ``root`` (a folder, or an s3:// prefix reached through the
+    ``GRACE_S3_*`` environment), scored in ``rounds``."""
+    lake = Lake.open(StageParams(round_id=1, lake=root).settings())
+    lake.commit("fixture/documents", {
+        "sources": pl.DataFrame({
+            "doc_id": [DOC] * 3, "source_id": ["p1", "p2", "r1"], "source_kind": ["prior", "prior", "response"],
+            "round": [0, 0, 1], "name": ["Abstract", "Introduction", "sample 1"], "ord": [0, 1, 0],
+            "text": [PRIORS["p1"], PRIORS["p2"], RESPONSE],
+        }),
+        "claims": pl.DataFrame({
+            "doc_id": [DOC] * (len(UNITS) + len(CLAIMS)),
+            "claim_id": [f"u:{u}" for u in UNITS] + list(CLAIMS),
+            "round": [0] * len(UNITS) + [1] * len(CLAIMS),
+            "source_id": [p for p, _ in UNITS.values()] + ["r1"] * len(CLAIMS),
+            "source_kind": ["prior"] * len(UNITS) + ["response"] * len(CLAIMS),
+            "text": [t for _, t in UNITS.values()] + list(CLAIMS.values()),
+        }),
+    })
+    for r in rounds:
+        lake.commit(f"fixture/scores/round={r}", {"scores": scores(r)})
+    return lake
+
+
+def stage(lake: Lake | str, round_id: int, now: datetime = T0, **options: object) -> StageParams:
+    """Stage parameters for ``round_id`` on ``lake`` at time ``now`` (budget 10: every claim fits)."""
+    root = lake if isinstance(lake, str) else lake.uri
+    return StageParams(round_id=round_id, lake=root, now=now, budget=options.pop("budget", 10.0), **options)
+
+
+@pytest.fixture
+def local_lake(tmp_path: Path) -> Lake:
+    """A synthetic lake in a temporary folder, scored in round 1."""
+    return build_lake(str(tmp_path / "lake"))
+
+
+@pytest.fixture
+def reviewers(monkeypatch: pytest.MonkeyPatch):
+    """Set the review settings through the environment, as a deployment would:
+    ``reviewers("alice", "bob", overlap=2, use_verifier=False)``."""
+    def configure(*names: str, overlap: int = 1, use_verifier: bool = False, deadline_hours: float | None = None) -> None:
+        monkeypatch.setenv("GRACE_REVIEWERS", "[" + ", ".join(f'"{n}"' for n in names) + "]")
+        monkeypatch.setenv("GRACE_OVERLAP", str(overlap))
+        monkeypatch.setenv("GRACE_USE_VERIFIER", str(use_verifier).lower())
+        if deadline_hours is not None:
+            monkeypatch.setenv("GRACE_DEADLINE_HOURS", str(deadline_hours))
+    return configure
