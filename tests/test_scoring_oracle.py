@@ -98,3 +98,14 @@ def test_matches_networkx_with_rejected_claims(seed: int) -> None:
 
 def test_matches_networkx_on_a_document_sized_graph() -> None:
     assert_matches(synthetic_edges(2, seed=7), ScoringParams())
+
+
+def test_both_distance_methods_match_networkx() -> None:
+    """Small pivot sides use min-plus products, large ones graph-tool's Dijkstra runs."""
+    from grace_core.centrality import MIN_PLUS_MAX_PIVOTS
+
+    big = synthetic_edges(1, seed=11, n_claims=120, n_priors=25, n_responses=MIN_PLUS_MAX_PIVOTS, max_sources=6, p_isolated=0.05)
+    assert big["source_id"].n_unique() > MIN_PLUS_MAX_PIVOTS
+    assert_matches(big, ScoringParams())
+    small = synthetic_edges(1, seed=12, n_claims=120, n_priors=5, n_responses=8, max_sources=6, p_isolated=0.05)
+    assert_matches(small, ScoringParams())
