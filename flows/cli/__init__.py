@@ -19,7 +19,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from flows.cli import ask, demo, lake, review, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
+    from flows.cli import ask, demo, eval, lake, review, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
 
 
 def main() -> None:

@@ -1,0 +1,202 @@
+"""Retrieval QA evaluation (the paper's Table 1 conditions; DESIGN §6–§7), pure: a parsed
+document batch and the model roles in, per-condition metrics out.
+
+Conditions, each answered by the same answerer (which may abstain):
+
+- ``Zero-shot + Part``: the title and the document's first prior — the Abstract for QASPER
+  lines, the first ~1,000-word chunk for QuALITY lines.
+- ``Zero-shot + Full``: the title and every prior of the document.
+- ``RAG``: the top ``k`` priors by cosine to the question (α = 1 of the GRACE score, so the
+  only difference to GRACE is the closeness term).
+- ``GRACE``: the document's round-0 claim graph is built with the model roles (responses to
+  its questions, claims, judge edges; :func:`grace_core.build.build_documents`) and scored
+  (:func:`grace_core.scoring.score_edges`); the top ``k`` priors by
+  α·cos + (1 − α)·ĈC (:func:`grace_core.ask.ask`).
+
+Metrics per condition: accuracy, answerability (share of questions attempted) and, for
+QASPER lines, Answer-F1 and Evidence-F1 (:mod:`grace_core.evaluation.qasper_metrics`). An
+abstention is the prediction "Unanswerable" with no evidence, as the QASPER evaluator scores
+it. QASPER accuracy: a question counts as correct when its Answer-F1 ≥ 0.5. Predicted
+evidence: the context paragraph that holds the answer (the paragraph containing the answer
+text, else the one with the highest token F1 to it). QuALITY accuracy: exact match on the
+option; Answer-F1 and Evidence-F1 are None.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import polars as pl
+
+from grace_core.ask import ask, candidate_passages
+from grace_core.build import build_documents
+from grace_core.documents import DocumentBatch
+from grace_core.errors import GraceError
+from grace_core.evaluation.qasper_metrics import (
+    UNANSWERABLE,
+    gold_answers,
+    score_question,
+    token_f1,
+)
+from grace_core.evaluation.quality_metrics import option_exact_match
+from grace_core.models.factory import ModelRoles
+from grace_core.models.roles import AnswerRequest
+from grace_core.params import ScoringParams
+from grace_core.scoring import score_edges
+
+DATASETS = ("qasper", "quality")
+CONDITIONS = ("Zero-shot + Part", "Zero-shot + Full", "RAG", "GRACE")
+ACCURACY_F1 = 0.5
+
+
+class DatasetMismatch(GraceError):
+    """The file's documents are not of the dataset named on the command line."""
+
+
+@dataclass
+class ConditionTally:
+    """Running sums of one condition."""
+
+    name: str
+    n: int = 0
+    correct: float = 0.0
+    attempted: int = 0
+    answer_f1: float = 0.0
+    evidence_f1: float = 0.0
+
+    def metrics(self, dataset: str) -> dict:
+        n = max(self.n, 1)
+        return {
+            "name": self.name,
+            "accuracy": self.correct / n,
+            "answerability": self.attempted / n,
+            "answer_f1": self.answer_f1 / n if dataset == "qasper" else None,
+            "evidence_f1": self.evidence_f1 / n if dataset == "qasper" else None,
+        }
+
+
+@dataclass
+class QAResult:
+    """``metrics`` is the metrics.json object; ``rows`` one record per (question, condition)."""
+
+    metrics: dict
+    rows: list[dict] = field(default_factory=list)
+
+
+def check_dataset(batch: DocumentBatch, dataset: str) -> None:
+    """Raise :class:`DatasetMismatch` unless ``dataset`` is known and every document has its shape."""
+    if dataset not in DATASETS:
+        raise DatasetMismatch(f"unknown dataset {dataset!r}; expected one of: {', '.join(DATASETS)}")
+    shapes = set(batch.documents["source_format"].to_list())
+    if shapes != {dataset}:
+        raise DatasetMismatch(f"{batch.name}: expected {dataset} documents, found {', '.join(sorted(shapes))}")
+    if batch.questions.height == 0:
+        raise DatasetMismatch(f"{batch.name}: no questions to evaluate")
+    if dataset == "quality":
+        bad = batch.questions.filter(pl.col("options").is_null() | pl.col("gold_json").is_null())
+        if bad.height:
+            raise DatasetMismatch(f"{batch.name}: question {bad['question_id'][0]!r} lacks options or gold_index")
+
+
+def paragraphs(text: str) -> list[str]:
+    """The paragraphs of a prior (sections are stored as paragraphs joined by blank lines)."""
+    return [p.strip() for p in text.split("\n\n") if p.strip()]
+
+
+def answer_paragraph(answer: str, context_paragraphs: list[str]) -> list[str]:
+    """The predicted evidence of an answer: the paragraph containing it, else the closest by token F1."""
+    if not context_paragraphs:
+        return []
+    for p in context_paragraphs:
+        if answer.strip() and answer.strip() in p:
+            return [p]
+    best = max(context_paragraphs, key=lambda p: token_f1(answer, p))
+    return [best] if token_f1(answer, best) > 0 else []
+
+
+def graph_candidates(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: ScoringParams, *,
+                     context_passages: int) -> pl.DataFrame:
+    """Build and score one document's round-0 claim graph; return its prior candidates with ĈC."""
+    docs = batch.documents.filter(pl.col("doc_id") == doc_id).select("doc_id", "title")
+    priors = batch.priors.filter(pl.col("doc_id") == doc_id)
+    passages = priors.select("doc_id", "source_id", pl.lit("prior").alias("source_kind"), "ord", "text")
+    questions = batch.questions.filter(pl.col("doc_id") == doc_id).select("doc_id", "question_id", "question")
+    built = build_documents(docs, passages, questions, roles, round_id=0, context_passages=context_passages, model="eval")
+    sources = pl.concat([passages.select("doc_id", "source_id", "source_kind"),
+                         built.responses.select("doc_id", "source_id", "source_kind")])
+    scores = score_edges(built.edges, params, claims=built.claims.select("doc_id", "claim_id").unique(), sources=sources)
+    entails = built.edges.filter((pl.col("label") == "entails") & (pl.col("source_kind") == "prior")).select(
+        "doc_id", "source_id", "claim_id").unique()
+    claims = built.claims.unique(["doc_id", "claim_id"], keep="first").select("doc_id", "claim_id", "text")
+    return candidate_passages(priors.select("doc_id", "source_id", "text"), entails, scores, claims, expansion=False)
+
+
+def _gold(dataset: str, gold_json: str | None):
+    gold = json.loads(gold_json) if gold_json else {}
+    if dataset == "qasper":
+        golds = gold_answers({"answers": gold.get("answers", [])})
+        return [replace(g, evidence=tuple(e.strip() for e in g.evidence)) for g in golds]
+    return gold.get("gold_index")
+
+
+def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: ScoringParams, *, alpha: float,
+                k: int = 5, context_passages: int = 3, progress: Callable[[int], None] | None = None) -> QAResult:
+    """Run the four conditions on every question of ``batch``; ``progress(n)`` is called after
+    each document with its number of questions."""
+    check_dataset(batch, dataset)
+    tallies = {c: ConditionTally(c) for c in CONDITIONS}
+    rows: list[dict] = []
+    for doc_id, title in batch.documents.select("doc_id", "title").iter_rows():
+        priors = batch.priors.filter(pl.col("doc_id") == doc_id).sort("ord")
+        qs = batch.questions.filter(pl.col("doc_id") == doc_id).sort("ord")
+        if qs.height == 0:
+            continue
+        texts = priors["text"].to_list()
+        part = f"{title}\n\n{texts[0]}"
+        full = "\n\n".join([title, *texts])
+        rag_candidates = candidate_passages(priors.select("doc_id", "source_id", "text"),
+                                            pl.DataFrame(schema={"doc_id": pl.Utf8, "source_id": pl.Utf8, "claim_id": pl.Utf8}),
+                                            pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "status": pl.Utf8, "closeness_norm": pl.Float64}),
+                                            pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "text": pl.Utf8}),
+                                            expansion=False)
+        grace_candidates = graph_candidates(batch, doc_id, roles, params, context_passages=context_passages)
+        for qid, question, options, gold_json in qs.select("question_id", "question", "options", "gold_json").iter_rows():
+            opts = tuple(options) if dataset == "quality" else None
+            gold = _gold(dataset, gold_json)
+            if dataset == "qasper" and not gold:
+                continue  # no usable reference answer
+            z_part, z_full = roles.answerer.answer([AnswerRequest(question, part, opts), AnswerRequest(question, full, opts)])
+            rag = ask(question, rag_candidates, roles, alpha=1.0, k=k, options=opts)
+            gr = ask(question, grace_candidates, roles, alpha=alpha, k=k, options=opts)
+            outcomes = {
+                "Zero-shot + Part": (z_part, paragraphs(part)),
+                "Zero-shot + Full": (z_full, paragraphs(full)),
+                "RAG": (rag.answer, [p for t in rag.context["text"].to_list() for p in paragraphs(t)]),
+                "GRACE": (gr.answer, [p for t in gr.context["text"].to_list() for p in paragraphs(t)]),
+            }
+            for name, (ans, ctx_pars) in outcomes.items():
+                t = tallies[name]
+                t.n += 1
+                attempted = not ans.abstained and (ans.text is not None or ans.option is not None)
+                t.attempted += int(attempted)
+                row = {"doc_id": doc_id, "question_id": qid, "condition": name, "attempted": attempted}
+                if dataset == "qasper":
+                    text = ans.text if attempted else UNANSWERABLE
+                    evidence = answer_paragraph(text, ctx_pars) if attempted else []
+                    a_f1, e_f1 = score_question(text, evidence, gold)
+                    t.answer_f1 += a_f1
+                    t.evidence_f1 += e_f1
+                    t.correct += float(a_f1 >= ACCURACY_F1)
+                    row.update(answer=text, answer_f1=a_f1, evidence_f1=e_f1, correct=a_f1 >= ACCURACY_F1)
+                else:
+                    em = option_exact_match(ans.option if attempted else None, int(gold))
+                    t.correct += em
+                    row.update(option=ans.option if attempted else None, gold_index=int(gold), correct=bool(em))
+                rows.append(row)
+        if progress is not None:
+            progress(qs.height)
+    n_questions = tallies["GRACE"].n
+    metrics = {"dataset": dataset, "n_questions": n_questions, "conditions": [tallies[c].metrics(dataset) for c in CONDITIONS]}
+    return QAResult(metrics, rows)
