@@ -163,6 +163,11 @@ TABLES: dict[str, TableSpec] = {
             _opt("completion_tokens", pa.int64()), _opt("cost_usd", pa.float64()), _opt("latency_s", pa.float64()),
             _req("outcome", pa.string()), _opt("error", pa.string()), _req("created_at", _TS),
         ], partitioned=True),
+        _spec("evaluations", [
+            _req("eval_id", pa.string()), _req("command", pa.string()), _req("dataset", pa.string()), _req("data", pa.string()),
+            _req("backend", pa.string()), _opt("settings_json", pa.string()), _opt(ROUND, pa.int32()), _req("name", pa.string()),
+            _req("metric", pa.string()), _opt("value", pa.float64()), _req("created_at", _TS),
+        ], partitioned=False),
     )
 }
 

@@ -1,10 +1,20 @@
-"""``grace eval``: measure GRACE on QASPER / QuALITY files (the paper's retrieval QA table)."""
+"""``grace eval``: measure GRACE on QASPER / QuALITY files — the paper's retrieval QA table
+(``qa``) and its expansion protocol (``expansion``). Reports go to ``--out``; the same figures
+go into the lake's ``evaluations`` table (once per run: the same data and settings are not
+written twice)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
+
+import polars as pl
 
 import typer
 from rich.console import Console
@@ -17,17 +27,23 @@ from rich.progress import (
 )
 
 from flows.cli import app
-from flows.settings import build_settings
-from grace_core.documents import parse_batch
+from flows.cli.lake import LAKE_HELP
+from flows.settings import GraceSettings, build_settings
+from grace_core.documents import content_id, parse_batch
 from grace_core.errors import GraceError
+from grace_core.evaluation.expansion import evaluate_expansion
+from grace_core.evaluation.expansion_report import report_files as expansion_files
 from grace_core.evaluation.qa_harness import (
     DATASETS,
     DatasetMismatch,
     check_dataset,
     evaluate_qa,
 )
-from grace_core.evaluation.qa_report import write_outputs
+from grace_core.evaluation.qa_report import report_files as qa_files
+from grace_core.evaluation.records import expansion_records, qa_records
 from grace_core.models.factory import build_roles
+from storage.lake import Lake
+from storage.report_files import write_report_folder
 
 eval_app = typer.Typer(help="Evaluate GRACE on QASPER / QuALITY files.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -54,6 +70,41 @@ def read_limited(path: Path, limit: int | None) -> bytes:
     return b"\n".join(kept)
 
 
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def check_backend(backend: str | None) -> None:
+    if backend is not None and backend not in ("offline", "litellm"):
+        raise EvalDataError(f"unknown backend {backend!r}; expected offline or litellm")
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr; yields ``advance(n)``."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def record_in_lake(settings: GraceSettings, records: pl.DataFrame, *, command: str, dataset: str, data: Path,
+                   content: bytes, run_settings: dict) -> str:
+    """Commit the run's figures to the lake's ``evaluations`` table, once per (command, data,
+    settings); returns a line saying where they are."""
+    settings_json = json.dumps(run_settings, sort_keys=True)
+    eval_id = content_id(command, dataset, hashlib.sha256(content).hexdigest(), settings_json)
+    rows = records.with_columns(
+        eval_id=pl.lit(eval_id), command=pl.lit(command), dataset=pl.lit(dataset), data=pl.lit(str(data)),
+        backend=pl.lit(run_settings["backend"]), settings_json=pl.lit(settings_json),
+        created_at=pl.lit(datetime.now(timezone.utc)),
+    )
+    lake = Lake.open(settings)
+    created = lake.commit(f"eval/{command}/{eval_id}", {"evaluations": rows}).created
+    where = f"lake {lake.uri}, evaluations.eval_id = '{eval_id}'"
+    return where if created else f"{where} (already recorded by an earlier run)"
+
+
 @eval_app.command("qa")
 def qa(
     dataset: str = typer.Option(..., "--dataset", help="qasper or quality."),
@@ -62,28 +113,71 @@ def qa(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N documents."),
     backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
     top: int = typer.Option(5, "--top", min=1, help="Passages given to the answerer (RAG and GRACE)."),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
 ) -> None:
     """Retrieval QA: Zero-shot + Part, Zero-shot + Full, RAG and GRACE; accuracy, answerability,
     and for QASPER Answer-F1 and Evidence-F1."""
     if dataset not in DATASETS:
         raise DatasetMismatch(f"unknown dataset {dataset!r}; expected one of: {', '.join(DATASETS)}")
-    if backend is not None and backend not in ("offline", "litellm"):
-        raise EvalDataError(f"unknown backend {backend!r}; expected offline or litellm")
-    batch = parse_batch(read_limited(data, limit), str(data))
+    check_backend(backend)
+    content = read_limited(data, limit)
+    batch = parse_batch(content, str(data))
     check_dataset(batch, dataset)
-    settings = build_settings(backend=backend)
+    settings = build_settings(backend=backend, lake=lake)
     roles = build_roles(settings)
-    console = Console(stderr=True)
     start = time.monotonic()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task(f"{dataset} questions", total=batch.questions.height)
+    with progress_bar(f"{dataset} questions", batch.questions.height) as advance:
         result = evaluate_qa(batch, dataset, roles, settings, alpha=settings.alpha, k=top,
-                             context_passages=settings.context_passages, progress=lambda n: bar.advance(task, n))
+                             context_passages=settings.context_passages, progress=advance)
     seconds = time.monotonic() - start
-    write_outputs(result.metrics, out, data=str(data), backend=settings.backend, seconds=seconds)
+    write_report_folder(out, qa_files(result.metrics, data=str(data), backend=settings.backend, seconds=seconds))
+    run_settings = {"backend": settings.backend, "top": top, "alpha": settings.alpha, "context_passages": settings.context_passages,
+                    "seed": settings.seed}
+    where = record_in_lake(settings, qa_records(result.metrics), command="qa", dataset=dataset, data=data, content=content,
+                           run_settings=run_settings)
     console = Console()
-    console.print(f"{dataset}: {result.metrics['n_questions']} questions in {seconds:.1f} s → {out}")
+    console.print(f"{dataset}: {result.metrics['n_questions']} questions in {seconds:.1f} s → {out}; figures in {where}")
     for c in result.metrics["conditions"]:
         extra = "" if c["answer_f1"] is None else f"  Answer-F1 {c['answer_f1']:.3f}  Evidence-F1 {c['evidence_f1']:.3f}"
         console.print(f"  {c['name']:<18} accuracy {c['accuracy']:.3f}  answerability {c['answerability']:.3f}{extra}")
+
+
+@eval_app.command("expansion")
+def expansion(
+    data: Path = typer.Option(..., "--data", help="JSONL file of QASPER lines (the schema of ../shared/data)."),
+    out: Path = typer.Option(..., "--out", help="Output folder: report.md, metrics.json, expansion_rounds.png, confusion.png."),
+    papers: Optional[int] = typer.Option(None, "--papers", min=1, help="Only the first N papers."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Expansion rounds after round 0 (held-out sections are split into this many batches)."),
+    budget: float = typer.Option(3.0, "--budget", min=0, help="Review budget per paper and round, in cost units (DESIGN §4)."),
+    hallucination_rate: float = typer.Option(0.2, "--hallucination-rate", min=0, max=1, help="Offline responder's share of corrupted sentences."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+) -> None:
+    """The paper's expansion protocol: round-0 priors Abstract + Introduction, then per round the
+    next batch of held-out sections as responder context, review by the verifier under the
+    budget, promotion and cascade; QA accuracy, PCR, KF, yield, cascade and grounding precision
+    per round, and the confusion matrices."""
+    check_backend(backend)
+    content = read_limited(data, papers)
+    batch = parse_batch(content, str(data))
+    check_dataset(batch, "qasper")
+    settings = build_settings(backend=backend, lake=lake, hallucination_rate=hallucination_rate)
+    roles = build_roles(settings)
+    start = time.monotonic()
+    with progress_bar(f"papers × {rounds + 1} rounds", batch.documents.height) as advance:
+        metrics = evaluate_expansion(batch, roles, settings, rounds=rounds, budget=budget, quorum=settings.quorum,
+                                     context_passages=settings.context_passages, truth_known=settings.backend == "offline",
+                                     progress=advance)
+    seconds = time.monotonic() - start
+    run_settings = {"backend": settings.backend, "rounds": rounds, "budget": budget, "hallucination_rate": hallucination_rate,
+                    "quorum": settings.quorum, "context_passages": settings.context_passages, "seed": settings.seed}
+    write_report_folder(out, expansion_files(metrics, data=str(data), backend=settings.backend, settings=run_settings, seconds=seconds))
+    where = record_in_lake(settings, expansion_records(metrics), command="expansion", dataset="qasper", data=data,
+                           content=content, run_settings=run_settings)
+    console = Console()
+    console.print(f"expansion: {metrics['n_papers']} papers, {metrics['n_questions']} questions in {seconds:.1f} s → {out}; figures in {where}")
+    base = metrics["baselines"]
+    console.print(f"  baselines: abstract only {base['abstract_only']:.3f}, full paper {base['full_paper']:.3f}")
+    for r in metrics["rounds"]:
+        console.print(f"  round {r['round']}: QA {_fmt(r['qa_accuracy'])}  PCR {_fmt(r['pcr'])}  KF {_fmt(r['kf'])}  yield {_fmt(r['yield'])}  "
+                      f"cascade {_fmt(r['cascade'])}  grounding precision {_fmt(r['grounding_precision'])}")

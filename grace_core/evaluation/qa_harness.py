@@ -133,7 +133,8 @@ def graph_candidates(batch: DocumentBatch, doc_id: str, roles: ModelRoles, param
     return candidate_passages(priors.select("doc_id", "source_id", "text"), entails, scores, claims, expansion=False)
 
 
-def _gold(dataset: str, gold_json: str | None):
+def gold_reference(dataset: str, gold_json: str | None):
+    """The reference of one question: QASPER's gold answers (evidence stripped), or QuALITY's option index."""
     gold = json.loads(gold_json) if gold_json else {}
     if dataset == "qasper":
         golds = gold_answers({"answers": gold.get("answers", [])})
@@ -164,7 +165,7 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
         grace_candidates = graph_candidates(batch, doc_id, roles, params, context_passages=context_passages)
         for qid, question, options, gold_json in qs.select("question_id", "question", "options", "gold_json").iter_rows():
             opts = tuple(options) if dataset == "quality" else None
-            gold = _gold(dataset, gold_json)
+            gold = gold_reference(dataset, gold_json)
             if dataset == "qasper" and not gold:
                 continue  # no usable reference answer
             z_part, z_full = roles.answerer.answer([AnswerRequest(question, part, opts), AnswerRequest(question, full, opts)])

@@ -1,14 +1,16 @@
-"""The written outputs of ``grace eval qa``: report.md text, metrics.json and the PNG plot."""
+"""The outputs of ``grace eval qa``: report.md, metrics.json and the PNG plot, as bytes."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from grace_core.evaluation.figures import png_bytes, pyplot
 
 METRIC_KEYS = ("accuracy", "answerability", "answer_f1", "evidence_f1")
 
 
-def _pct(v: float | None) -> str:
+def pct(v: float | None) -> str:
+    """A share as a percentage with one decimal; an em dash for None."""
     return "—" if v is None else f"{100 * v:.1f}%"
 
 
@@ -23,20 +25,16 @@ def render_markdown(metrics: dict, *, data: str, backend: str, seconds: float) -
         "|---|---|---|---|---|",
     ]
     for c in metrics["conditions"]:
-        lines.append(f"| {c['name']} | {_pct(c['accuracy'])} | {_pct(c['answerability'])} | {_pct(c['answer_f1'])} | {_pct(c['evidence_f1'])} |")
+        lines.append(f"| {c['name']} | {pct(c['accuracy'])} | {pct(c['answerability'])} | {pct(c['answer_f1'])} | {pct(c['evidence_f1'])} |")
     lines += ["", "Accuracy: " + ("Answer-F1 ≥ 0.5 counts as correct (an abstention is the answer \"Unanswerable\")."
                                   if metrics["dataset"] == "qasper" else "exact match on the option (an abstention is wrong)."),
               "Answerability: share of questions the answerer attempted.", ""]
     return "\n".join(lines)
 
 
-def plot(metrics: dict, path: Path) -> None:
-    """A grouped bar chart of the metrics per condition."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(metrics: dict) -> bytes:
+    """A grouped bar chart of the metrics per condition (PNG)."""
+    plt = pyplot()
     keys = [k for k in METRIC_KEYS if any(c[k] is not None for c in metrics["conditions"])]
     names = [c["name"] for c in metrics["conditions"]]
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -49,16 +47,13 @@ def plot(metrics: dict, path: Path) -> None:
     ax.set_ylabel("share")
     ax.set_title(f"{metrics['dataset']}: {metrics['n_questions']} questions")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return png_bytes(fig)
 
 
-def write_outputs(metrics: dict, out: Path, *, data: str, backend: str, seconds: float) -> list[Path]:
-    """Write report.md, metrics.json and qa_metrics.png into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "report.md", out / "metrics.json", out / "qa_metrics.png"]
-    paths[0].write_text(render_markdown(metrics, data=data, backend=backend, seconds=seconds))
-    paths[1].write_text(json.dumps(metrics, indent=2) + "\n")
-    plot(metrics, paths[2])
-    return paths
+def report_files(metrics: dict, *, data: str, backend: str, seconds: float) -> dict[str, bytes]:
+    """report.md, metrics.json and qa_metrics.png."""
+    return {
+        "report.md": render_markdown(metrics, data=data, backend=backend, seconds=seconds).encode(),
+        "metrics.json": (json.dumps(metrics, indent=2) + "\n").encode(),
+        "qa_metrics.png": plot(metrics),
+    }

@@ -45,9 +45,20 @@ def check_outputs(out: Path, dataset: str) -> dict:
 
 def test_qasper_two_papers(shared_data: Path, tmp_path: Path) -> None:
     data = shared_data / "qasper" / "qasper_dev.jsonl"
-    res = run_eval("--dataset", "qasper", "--data", str(data), "--limit", "2", "--out", str(tmp_path))
+    res = run_eval("--dataset", "qasper", "--data", str(data), "--limit", "2", "--out", str(tmp_path), "--lake", str(tmp_path / "lake"))
     assert res.exit_code == 0, res.output
     metrics = check_outputs(tmp_path, "qasper")
+    # the same figures are in the lake, one row per condition and figure
+    from storage.lake import Lake
+    from storage.config import LakeConfig
+
+    rows = Lake.open(LakeConfig(lake=str(tmp_path / "lake"))).query(
+        "SELECT name, metric, value FROM evaluations WHERE command = 'qa' AND dataset = 'qasper'")
+    got = {(n, m): v for n, m, v in rows.iter_rows()}
+    for c in metrics["conditions"]:
+        assert got[(c["name"], "accuracy")] == pytest.approx(c["accuracy"])
+        assert got[(c["name"], "evidence_f1")] == pytest.approx(c["evidence_f1"])
+    assert got[("run", "n_questions")] == metrics["n_questions"]
     papers = [json.loads(line) for line in data.read_text().splitlines()[:2]]
     assert metrics["n_questions"] == sum(len(p["questions"]) for p in papers)
     # the full paper holds every answer sentence: the answerer attempts at least as often as from the abstract
@@ -58,7 +69,7 @@ def test_qasper_two_papers(shared_data: Path, tmp_path: Path) -> None:
 
 def test_quality_one_article(shared_data: Path, tmp_path: Path) -> None:
     data = shared_data / "quality" / "quality_dev_subset.jsonl"
-    res = run_eval("--dataset", "quality", "--data", str(data), "--limit", "1", "--out", str(tmp_path))
+    res = run_eval("--dataset", "quality", "--data", str(data), "--limit", "1", "--out", str(tmp_path), "--lake", str(tmp_path / "lake"))
     assert res.exit_code == 0, res.output
     metrics = check_outputs(tmp_path, "quality")
     first = json.loads(data.read_text().splitlines()[0])
@@ -76,12 +87,12 @@ def test_quality_one_article(shared_data: Path, tmp_path: Path) -> None:
 ])
 def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: list[str], message: str) -> None:
     args = [a.replace("{qasper}", str(shared_data / "qasper" / "qasper_dev.jsonl")) for a in args]
-    res = subprocess.run([GRACE, "eval", "qa", *args, "--limit", "1", "--out", str(tmp_path / "out")],
+    res = subprocess.run([GRACE, "eval", "qa", *args, "--limit", "1", "--out", str(tmp_path / "out"), "--lake", str(tmp_path / "lake")],
                          check=False, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("grace: error:") and message in lines[0], res.stderr
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "lake").exists()
 
 
 def test_answer_paragraph_is_the_one_holding_the_answer() -> None:

@@ -18,8 +18,8 @@ from storage.schemas import TABLES, conform
 PER_ROUND = {"sources", "claims", "edges", "scores", "deferrals", "verdicts", "rounds", "llm_calls"}
 
 
-def test_the_lake_has_the_eleven_tables_partitioned_by_round_where_per_round() -> None:
-    assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches"}
+def test_the_lake_has_the_twelve_tables_partitioned_by_round_where_per_round() -> None:
+    assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches", "evaluations"}
     for spec in TABLES.values():
         assert spec.partitioned == (spec.name in PER_ROUND)
         assert spec.version >= 1

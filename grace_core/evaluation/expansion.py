@@ -1,0 +1,373 @@
+"""The paper's expansion protocol on QASPER (its Tables 2–3 and Figure 2), pure: a parsed
+document batch and the model roles in, per-round figures out.
+
+Per paper:
+
+- **Round 0.** The priors are the Abstract (with the title) and the Introduction (the sections
+  whose name contains "introduction"; the first section after the abstract when none does).
+  The responder answers the paper's questions from the priors; priors and responses are
+  decomposed, judged (:func:`grace_core.build.build_documents`) and scored. No review.
+- **Held-out sections.** Every other section, in document order, split into ``rounds``
+  contiguous batches of near-equal section counts (a paper with fewer sections than rounds
+  has empty late batches, and those rounds add no responses for it).
+- **Round r ≥ 1.** The responder answers the questions from batch r (the
+  ``context_passages`` sections of the batch most similar to each question). The new
+  responses are decomposed; the judge sees only the pairs not judged before (new sources ×
+  every claim, old sources × new claims, verified priors included). The paper is scored, its
+  Boundary claims not yet decided are deferred under ``budget`` cost units
+  (:func:`grace_core.selection.select_for_review`, the verifier's review time is 0), the
+  verifier judges them against the full paper, confirmed claims are promoted and cascaded
+  (:mod:`grace_core.promotion`) and the paper is rescored. Rejections count from that
+  rescoring on.
+
+Figures per round, over all papers, from the state at the end of the round:
+
+- QA accuracy (Answer-F1 ≥ 0.5, an abstention is "Unanswerable") and answerability with the
+  paper's Grounded claims (priors' claims included) as the answerer's sole context, one
+  claim per paragraph in the order they entered the graph; baselines: title + abstract, and
+  the full paper, once.
+- PCR, KF, yield (confirmed / deferred) and cascade per paper (:func:`grace_core.metrics.round_metrics`);
+  cascade counts claims that were Boundary before the round's promotion and Grounded after,
+  without having been deferred this round.
+- Grounding precision against the responder's recorded hallucinations (response claims only:
+  a claim is false when it comes from a corrupted sentence and is not a claim of the original
+  sentence). With an LLM responder the truth is unknown and the figure is None.
+- After the last round the verifier also judges every response claim against the full paper,
+  giving the confusion matrix of status against verifier truth (and against the gold truth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from grace_core.build import build_documents, decompose_sources, judge_pairs, sample_responses
+from grace_core.claims import claim_id
+from grace_core.documents import DocumentBatch
+from grace_core.edges import validate_edges
+from grace_core.evaluation.qa_harness import ACCURACY_F1, DatasetMismatch, check_dataset, gold_reference
+from grace_core.evaluation.qasper_metrics import UNANSWERABLE, score_question
+from grace_core.metrics import grounding_precision, round_metrics
+from grace_core.models.factory import ModelRoles
+from grace_core.models.roles import AnswerRequest
+from grace_core.params import ScoringParams
+from grace_core.promotion import aggregate_verdicts, cascade_candidates, cascade_edges, promote
+from grace_core.review import candidate_costs, verify_claims
+from grace_core.scoring import score_edges
+from grace_core.selection import select_for_review
+from grace_core.status import BOUNDARY, GROUNDED
+
+STATUS_ORDER = ("grounded", "boundary", "refuted")
+TRUTH_ORDER = ("true", "hallucinated")
+VERDICT_ORDER = ("confirm", "reject", "abstain")
+SOURCE_KEYS = ("doc_id", "source_id", "source_kind", "text")
+EDGE_KEYS = ("doc_id", "source_id", "source_kind", "claim_id", "label")
+
+
+@dataclass(frozen=True)
+class PaperSplit:
+    """One paper cut for the protocol: round-0 ``priors`` and the held-out ``batches``
+    (``doc_id, source_id, source_kind, ord, text`` each), the answerer's baseline contexts."""
+
+    doc_id: str
+    title: str
+    priors: pl.DataFrame
+    batches: list[pl.DataFrame]
+    abstract: str
+    full_text: str
+
+
+def split_paper(batch: DocumentBatch, doc_id: str, rounds: int) -> PaperSplit:
+    """Round-0 priors (Abstract + Introduction) and ``rounds`` batches of held-out sections."""
+    title = batch.documents.filter(pl.col("doc_id") == doc_id)["title"][0]
+    sections = batch.priors.filter(pl.col("doc_id") == doc_id).sort("ord")
+    names = [n.strip().lower() for n in sections["name"].to_list()]
+    is_abstract = [n == "abstract" for n in names]
+    is_intro = ["introduction" in n for n in names]
+    if not any(is_intro):
+        after = [i for i, a in enumerate(is_abstract) if not a]
+        if after:
+            is_intro[after[0]] = True
+    keep = pl.Series([a or b for a, b in zip(is_abstract, is_intro, strict=True)])
+    rows = sections.select("doc_id", "source_id", "ord", "text")
+    priors = rows.filter(keep).with_columns(source_kind=pl.lit("prior")).select("doc_id", "source_id", "source_kind", "ord", "text")
+    held = rows.filter(~keep).with_columns(source_kind=pl.lit("passage")).select("doc_id", "source_id", "source_kind", "ord", "text")
+    cuts = np.array_split(np.arange(held.height), rounds) if rounds else []
+    batches = [held[int(c[0]):int(c[-1]) + 1] if len(c) else held.clear() for c in cuts]
+    texts = sections["text"].to_list()
+    abstract = next((t for t, a in zip(texts, is_abstract, strict=True) if a), texts[0] if texts else "")
+    return PaperSplit(doc_id, title, priors, batches, f"{title}\n\n{abstract}", "\n\n".join([title, *texts]))
+
+
+@dataclass
+class PaperGraph:
+    """The growing claim graph of one paper."""
+
+    sources: pl.DataFrame  # SOURCE_KEYS
+    claims: pl.DataFrame  # CLAIM_COLUMNS (one row per decomposition)
+    edges: pl.DataFrame  # EDGE_KEYS
+    judged: pl.DataFrame  # doc_id, source_id, claim_id: pairs the judge (or decomposition) has settled
+    votes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "reviewer": pl.Utf8, "verdict": pl.Utf8}))
+
+    def unique_claims(self) -> pl.DataFrame:
+        """``doc_id, claim_id, text, source_kind`` once per claim, in the order claims entered."""
+        return self.claims.unique(["doc_id", "claim_id"], keep="first", maintain_order=True).select("doc_id", "claim_id", "text", "source_kind")
+
+    def response_claims(self) -> pl.DataFrame:
+        """``doc_id, claim_id`` of claims decomposed from at least one response."""
+        return self.claims.filter(pl.col("source_kind") == "response").select("doc_id", "claim_id").unique(maintain_order=True)
+
+    def settle_all(self) -> None:
+        """Record every current (source, claim) pair as judged."""
+        self.judged = self.sources.select("doc_id", "source_id").join(self.claims.select("doc_id", "claim_id").unique(), on="doc_id")
+
+
+def _pairs_to_judge(graph: PaperGraph) -> pl.DataFrame:
+    """Every (source, claim) pair of the paper not judged yet, with both texts."""
+    claims = graph.unique_claims().select("doc_id", "claim_id", pl.col("text").alias("claim_text"))
+    return (
+        graph.sources.rename({"text": "source_text"})
+        .join(claims, on="doc_id")
+        .join(graph.judged, on=["doc_id", "source_id", "claim_id"], how="anti")
+    )
+
+
+def grow(graph: PaperGraph, new_sources: pl.DataFrame, roles: ModelRoles, round_id: int) -> None:
+    """Add ``new_sources`` (SOURCE_KEYS) with their claims; judge only the new pairs."""
+    if new_sources.height == 0:
+        return
+    new_claims = decompose_sources(new_sources, roles, round_id=round_id)
+    own = new_claims.select("doc_id", "source_id", "source_kind", "claim_id", pl.lit("entails").alias("label"))
+    graph.sources = pl.concat([graph.sources, new_sources.select(SOURCE_KEYS)])
+    graph.claims = pl.concat([graph.claims, new_claims])
+    graph.judged = pl.concat([graph.judged, own.select("doc_id", "source_id", "claim_id")])
+    judged = judge_pairs(_pairs_to_judge(graph), roles, round_id=round_id).select(EDGE_KEYS)
+    graph.edges = pl.concat([graph.edges, own, judged]).unique(maintain_order=True)
+    graph.settle_all()
+
+
+def score(graph: PaperGraph, params: ScoringParams, quorum: int) -> pl.DataFrame:
+    """Scores of every claim (:func:`grace_core.scoring.score_edges`) with rejections applied
+    and ``from_response`` added."""
+    decisions = aggregate_verdicts(graph.votes, quorum)
+    rejected = decisions.filter(pl.col("decision") == "reject").select("doc_id", "claim_id")
+    scores = score_edges(
+        validate_edges(graph.edges), params, rejected=rejected,
+        claims=graph.claims.select("doc_id", "claim_id").unique(), sources=graph.sources.select("doc_id", "source_id", "source_kind"),
+    )
+    return scores.join(graph.response_claims().with_columns(from_response=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
+        pl.col("from_response").fill_null(False)
+    )
+
+
+def review_round(graph: PaperGraph, scores: pl.DataFrame, split: PaperSplit, roles: ModelRoles, params: ScoringParams, *,
+                 budget: float, quorum: int, round_id: int) -> pl.DataFrame:
+    """Defer, verify, promote and cascade; returns this round's deferred claims with their decision
+    (``doc_id, claim_id, decision``; null when the verifier gave no answer)."""
+    decided = aggregate_verdicts(graph.votes, quorum).filter(pl.col("decision").is_in(["confirm", "reject"]))
+    texts = graph.unique_claims()
+    boundary = (
+        scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null())
+        .select("doc_id", "claim_id", "priority", "confidence")
+        .join(decided.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
+        .join(texts.select("doc_id", "claim_id", "text"), on=["doc_id", "claim_id"])
+    )
+    prior_units = pl.concat([
+        texts.filter(pl.col("source_kind") == "prior").select("doc_id", "text"),
+        graph.sources.filter(pl.col("source_kind") == "verified").select("doc_id", "text"),
+    ])
+    chosen = select_for_review(candidate_costs(boundary, prior_units, roles, params, review_seconds=0.0), budget)
+    document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
+    verdicts = verify_claims(chosen.select("doc_id", "claim_id", "text"), document, roles)
+    graph.votes = pl.concat([graph.votes, verdicts.select("doc_id", "claim_id", pl.lit("verifier").alias("reviewer"), "verdict")])
+    decisions = aggregate_verdicts(graph.votes, quorum)
+    fresh = decisions.join(chosen.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="semi")
+    promo = promote(fresh, texts)
+    if promo.sources.height:
+        pairs = (
+            cascade_candidates(promo.sources, scores)
+            .join(promo.sources.select("doc_id", "source_id", pl.col("text").alias("source_text")), on=["doc_id", "source_id"])
+            .join(texts.select("doc_id", "claim_id", pl.col("text").alias("claim_text")), on=["doc_id", "claim_id"])
+            .with_columns(source_kind=pl.lit("verified"))
+        )
+        cascaded = cascade_edges(judge_pairs(pairs, roles, round_id=round_id)).select(EDGE_KEYS)
+        graph.sources = pl.concat([graph.sources, promo.sources.select(SOURCE_KEYS)])
+        graph.edges = pl.concat([graph.edges, promo.edges.select(EDGE_KEYS), cascaded]).unique(maintain_order=True)
+        graph.judged = pl.concat([graph.judged, pairs.select("doc_id", "source_id", "claim_id")]).unique()
+    return chosen.select("doc_id", "claim_id").join(decisions.select("doc_id", "claim_id", "decision"), on=["doc_id", "claim_id"], how="left")
+
+
+def hallucinated_claims(corruptions: pl.DataFrame, roles: ModelRoles) -> pl.DataFrame:
+    """``doc_id, claim_id`` of the claims a recorded corruption made false: the claims of the
+    corrupted sentence that are not claims of the original one."""
+    if corruptions.height == 0:
+        return pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})
+    rows = corruptions.select("doc_id", "corrupted", "original").unique(maintain_order=True)
+    decomposed = roles.decomposer.decompose([t for r in rows.iter_rows() for t in r[1:]])
+    false = set()
+    for i, doc_id in enumerate(rows["doc_id"].to_list()):
+        bad, good = decomposed[2 * i], decomposed[2 * i + 1]
+        false |= {(doc_id, claim_id(doc_id, c)) for c in set(bad.claims) - set(good.claims)}
+    return pl.DataFrame(sorted(false), schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}, orient="row")
+
+
+def answer_round(split: PaperSplit, questions: pl.DataFrame, context: str, roles: ModelRoles) -> list[dict]:
+    """Answer-F1, correctness and attempt of each question answered from ``context``."""
+    reqs = [AnswerRequest(q, context) for q in questions["question"].to_list()]
+    out = []
+    for (qid, gold_json), ans in zip(questions.select("question_id", "gold_json").iter_rows(), roles.answerer.answer(reqs) if reqs else []):
+        attempted = not ans.abstained and ans.text is not None
+        a_f1, _ = score_question(ans.text if attempted else UNANSWERABLE, [], gold_reference("qasper", gold_json))
+        out.append({"doc_id": split.doc_id, "question_id": qid, "attempted": attempted, "answer_f1": a_f1, "correct": a_f1 >= ACCURACY_F1})
+    return out
+
+
+@dataclass
+class PaperRun:
+    """Per-round records of one paper."""
+
+    scores: list[pl.DataFrame] = field(default_factory=list)  # end-of-round scores with from_response
+    decisions: list[pl.DataFrame] = field(default_factory=list)  # this round's deferrals + decision
+    cascaded: list[pl.DataFrame] = field(default_factory=list)  # doc_id, claim_id turned Grounded unreviewed
+    answers: list[list[dict]] = field(default_factory=list)
+    baselines: dict[str, list[dict]] = field(default_factory=dict)
+    truth: pl.DataFrame | None = None  # doc_id, claim_id, is_true for response claims
+    final_verdicts: pl.DataFrame | None = None  # doc_id, claim_id, verdict for every response claim
+
+
+def usable_questions(batch: DocumentBatch, doc_id: str) -> pl.DataFrame:
+    """The paper's questions that have at least one reference answer."""
+    qs = batch.questions.filter(pl.col("doc_id") == doc_id).sort("ord")
+    return qs.filter(pl.Series([bool(gold_reference("qasper", g)) for g in qs["gold_json"].to_list()], dtype=pl.Boolean))
+
+
+def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: ScoringParams, *, rounds: int, budget: float,
+              quorum: int = 1, context_passages: int = 3, truth_known: bool = True) -> PaperRun:
+    """The whole protocol on one paper."""
+    split = split_paper(batch, doc_id, rounds)
+    questions = usable_questions(batch, doc_id)
+    asked = questions.select("doc_id", "question_id", "question")
+    docs = pl.DataFrame({"doc_id": [doc_id], "title": [split.title]})
+    run = PaperRun()
+    run.baselines = {"abstract_only": answer_round(split, questions, split.abstract, roles),
+                     "full_paper": answer_round(split, questions, split.full_text, roles)}
+    roles.start_round(0)
+    built = build_documents(docs, split.priors, asked, roles, round_id=0, context_passages=context_passages, model="eval")
+    corruptions = [built.corruptions]
+    graph = PaperGraph(
+        sources=pl.concat([split.priors.select(SOURCE_KEYS), built.responses.select(SOURCE_KEYS)]),
+        claims=built.claims, edges=built.edges.select(EDGE_KEYS),
+        judged=pl.DataFrame(schema={"doc_id": pl.Utf8, "source_id": pl.Utf8, "claim_id": pl.Utf8}),
+    )
+    graph.settle_all()
+    scores = score(graph, params, quorum)
+    run.scores.append(scores)
+    run.decisions.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8}))
+    run.cascaded.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}))
+    run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
+    for r in range(1, rounds + 1):
+        roles.start_round(r)
+        responses, bad = sample_responses(docs, split.batches[r - 1], asked, roles, round_id=r,
+                                          context_passages=context_passages, model="eval")
+        corruptions.append(bad)
+        grow(graph, responses.select(SOURCE_KEYS), roles, r)
+        before = score(graph, params, quorum)
+        decided = review_round(graph, before, split, roles, params, budget=budget, quorum=quorum, round_id=r)
+        scores = score(graph, params, quorum)
+        turned = (
+            before.filter(pl.col("status") == BOUNDARY).select("doc_id", "claim_id")
+            .join(scores.filter(pl.col("status") == GROUNDED).select("doc_id", "claim_id"), on=["doc_id", "claim_id"])
+            .join(decided.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
+        )
+        run.scores.append(scores)
+        run.decisions.append(decided)
+        run.cascaded.append(turned)
+        run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
+    responses = graph.response_claims()
+    if truth_known:
+        false = hallucinated_claims(pl.concat(corruptions), roles).with_columns(is_true=pl.lit(False))
+        run.truth = responses.join(false, on=["doc_id", "claim_id"], how="left").with_columns(pl.col("is_true").fill_null(True))
+    texts = graph.unique_claims().join(responses, on=["doc_id", "claim_id"], how="semi")
+    document = pl.DataFrame({"doc_id": [doc_id], "text": [split.full_text]})
+    run.final_verdicts = verify_claims(texts.select("doc_id", "claim_id", "text"), document, roles).select("doc_id", "claim_id", "verdict")
+    return run
+
+
+def grounded_context(graph: PaperGraph, scores: pl.DataFrame) -> str:
+    """The Grounded claims of the paper, one per paragraph, in the order they entered the graph."""
+    grounded = graph.unique_claims().join(scores.filter(pl.col("status") == GROUNDED).select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="semi")
+    return "\n\n".join(grounded["text"].to_list())
+
+
+def _mean(rows: list[dict], key: str) -> float | None:
+    return float(np.mean([r[key] for r in rows])) if rows else None
+
+
+def confusion(status: pl.DataFrame, labels: pl.DataFrame, label: str, order: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """Counts of system status (rows) × ``label`` value (columns) over the claims in both tables."""
+    joined = status.join(labels, on=["doc_id", "claim_id"])
+    return {s: {v: int(((joined["status"] == s) & (joined[label] == v)).sum()) for v in order} for s in STATUS_ORDER}
+
+
+def summarise(runs: list[PaperRun], rounds: int) -> dict:
+    """metrics.json of ``grace eval expansion`` from the papers' runs."""
+    n_questions = sum(len(r.baselines["full_paper"]) for r in runs)
+    truth = pl.concat([r.truth for r in runs if r.truth is not None]) if any(r.truth is not None for r in runs) else None
+    out_rounds = []
+    for k in range(rounds + 1):
+        scores = pl.concat([r.scores[k] for r in runs])
+        m = round_metrics(scores, pl.concat([r.decisions[k] for r in runs]), pl.concat([r.cascaded[k] for r in runs]))
+        answers = [a for r in runs for a in r.answers[k]]
+        response = scores.filter(pl.col("from_response"))
+        out_rounds.append({
+            "round": k,
+            "qa_accuracy": _mean(answers, "correct"),
+            "answerability": _mean(answers, "attempted"),
+            "answer_f1": _mean(answers, "answer_f1"),
+            "pcr": m["pcr"], "kf": m["kf"],
+            "yield": m["yield"] if k else None, "yield_decided": m["yield_decided"] if k else None,
+            "cascade": m["cascade"] if k else None,
+            "grounding_precision": grounding_precision(response, truth) if truth is not None else None,
+            "claims": m["claims"], "grounded": m["grounded"], "boundary": m["boundary"], "refuted": m["refuted"],
+            "deferred": m["deferred"], "confirmed": m["confirmed"], "rejected": m["rejected"],
+        })
+    final = pl.concat([r.scores[-1] for r in runs]).filter(pl.col("from_response")).select("doc_id", "claim_id", "status")
+    verdicts = pl.concat([r.final_verdicts for r in runs if r.final_verdicts is not None])
+    result = {
+        "n_papers": len(runs),
+        "n_questions": n_questions,
+        "rounds": out_rounds,
+        "baselines": {
+            name: _mean([a for r in runs for a in r.baselines[name]], "correct") for name in ("abstract_only", "full_paper")
+        },
+        "confusion_verifier": confusion(final, verdicts, "verdict", VERDICT_ORDER),
+        "confusion_truth": None,
+        "hallucinations_kept_out": None,
+    }
+    if truth is not None:
+        labelled = truth.with_columns(truth=pl.when(pl.col("is_true")).then(pl.lit("true")).otherwise(pl.lit("hallucinated")))
+        result["confusion_truth"] = matrix = confusion(final, labelled, "truth", TRUTH_ORDER)
+        n_false = sum(row["hallucinated"] for row in matrix.values())
+        result["hallucinations_kept_out"] = (n_false - matrix["grounded"]["hallucinated"]) / n_false if n_false else None
+    return result
+
+
+def evaluate_expansion(batch: DocumentBatch, roles: ModelRoles, params: ScoringParams, *, rounds: int = 3, budget: float = 3.0,
+                       quorum: int = 1, context_passages: int = 3, truth_known: bool = True,
+                       progress: Callable[[int], None] | None = None) -> dict:
+    """Run the protocol on every paper of ``batch`` (QASPER lines); ``progress(1)`` after each paper.
+    ``budget`` is in review-cost units per paper and round."""
+    check_dataset(batch, "qasper")
+    runs = []
+    for doc_id in batch.documents["doc_id"].to_list():
+        if usable_questions(batch, doc_id).height:
+            runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, quorum=quorum,
+                                  context_passages=context_passages, truth_known=truth_known))
+        if progress is not None:
+            progress(1)
+    if not runs:
+        raise DatasetMismatch(f"{batch.name}: no paper has a question with a reference answer")
+    return summarise(runs, rounds)

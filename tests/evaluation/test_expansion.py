@@ -1,0 +1,187 @@
+"""`grace eval expansion`: the paper's expansion protocol on a slice of the real QASPER dev
+data, its outputs in the folder and the lake, and the pieces it is made of."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from flows.settings import build_settings
+from grace_core.claims import claim_id
+from grace_core.documents import parse_batch
+from grace_core.evaluation.expansion import hallucinated_claims, run_paper, split_paper, summarise
+from grace_core.evaluation.records import expansion_records
+from grace_core.models.corruption import corrupt
+from grace_core.models.factory import build_roles
+from storage.config import LakeConfig
+from storage.lake import Lake
+
+GRACE = str(Path(sys.executable).parent / "grace")
+ROUND_KEYS = {"round", "qa_accuracy", "pcr", "kf", "yield", "cascade", "grounding_precision"}
+
+
+def qasper_lines(shared_data: Path, n: int) -> bytes:
+    return b"\n".join((shared_data / "qasper" / "qasper_dev.jsonl").read_bytes().split(b"\n")[:n])
+
+
+def invoke(*args: str):
+    from flows.cli import _register, app
+
+    _register()
+    return CliRunner().invoke(app, ["eval", "expansion", *args])
+
+
+@pytest.fixture(scope="module")
+def two_papers(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    """One CLI run on the first two dev papers, two rounds: (out folder, lake, CLI args)."""
+    base = tmp_path_factory.mktemp("expansion")
+    args = ["--data", str(shared_data / "qasper" / "qasper_dev.jsonl"), "--papers", "2", "--rounds", "2",
+            "--out", str(base / "out"), "--lake", str(base / "lake")]
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    return base / "out", base / "lake", args
+
+
+def test_metrics_json_has_the_issue_schema(two_papers, shared_data: Path) -> None:
+    out, _, _ = two_papers
+    m = json.loads((out / "metrics.json").read_text())
+    assert {"n_papers", "n_questions", "rounds", "baselines"} <= set(m)
+    papers = [json.loads(line) for line in qasper_lines(shared_data, 2).splitlines()]
+    assert m["n_papers"] == 2 and 0 < m["n_questions"] <= sum(len(p["questions"]) for p in papers)
+    assert [r["round"] for r in m["rounds"]] == [0, 1, 2]
+    for r in m["rounds"]:
+        assert ROUND_KEYS <= set(r)
+        for key in ("qa_accuracy", "pcr", "grounding_precision"):
+            assert 0.0 <= r[key] <= 1.0
+        assert r["kf"] >= 0
+        assert r["grounded"] + r["boundary"] + r["refuted"] == r["claims"]
+    assert m["rounds"][0]["yield"] is None and m["rounds"][0]["cascade"] is None and m["rounds"][0]["deferred"] == 0
+    assert all(r["yield"] is None or 0 <= r["yield"] <= 1 for r in m["rounds"][1:])
+    # every round adds the claims of the next batch of held-out sections
+    assert m["rounds"][0]["claims"] < m["rounds"][1]["claims"] < m["rounds"][2]["claims"]
+    assert set(m["baselines"]) == {"abstract_only", "full_paper"}
+    # the offline responder hallucinated (rate 0.2): some response claims are known to be false
+    truth = m["confusion_truth"]
+    assert sum(row["hallucinated"] for row in truth.values()) > 0
+    report = (out / "report.md").read_text()
+    assert "| 2 |" in report and "Against the verifier" in report and "Against the recorded hallucinations" in report
+    for png in ("expansion_rounds.png", "confusion.png"):
+        data = (out / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_figures_are_in_the_lake_once(two_papers) -> None:
+    out, lake_dir, args = two_papers
+    m = json.loads((out / "metrics.json").read_text())
+    lake = Lake.open(LakeConfig(lake=str(lake_dir)))
+    sql = "SELECT round, metric, value FROM evaluations WHERE command = 'expansion' AND name = 'round'"
+    got = {(r, k): v for r, k, v in lake.query(sql).iter_rows()}
+    for r in m["rounds"]:
+        assert got[(r["round"], "pcr")] == pytest.approx(r["pcr"])
+        assert got[(r["round"], "kf")] == pytest.approx(r["kf"])
+    before = lake.query("SELECT count(*) AS n FROM evaluations")["n"][0]
+    res = invoke(*args)  # the same data and settings again: nothing new in the lake
+    assert res.exit_code == 0, res.output
+    assert "already recorded" in res.output
+    assert lake.query("SELECT count(*) AS n FROM evaluations")["n"][0] == before
+    assert json.loads((out / "metrics.json").read_text())["rounds"] == m["rounds"]  # deterministic
+
+
+def test_records_hold_every_figure() -> None:
+    metrics = {
+        "n_papers": 1, "n_questions": 2, "hallucinations_kept_out": 0.5,
+        "rounds": [{"round": 0, "qa_accuracy": 0.5, "pcr": 0.25, "kf": 3.0, "yield": None, "cascade": None, "grounding_precision": 1.0}],
+        "baselines": {"abstract_only": 0.0, "full_paper": 0.5},
+        "confusion_verifier": {"grounded": {"confirm": 4, "reject": 1, "abstain": 0}},
+        "confusion_truth": None,
+    }
+    rows = expansion_records(metrics)
+    assert rows.filter(pl.col("name") == "round").height == 6
+    assert rows.filter((pl.col("metric") == "yield"))["value"].to_list() == [None]
+    assert rows.filter(pl.col("name") == "confusion_verifier").sort("metric")["metric"].to_list() == [
+        "grounded/abstain", "grounded/confirm", "grounded/reject"]
+    assert rows.filter(pl.col("metric") == "full_paper")["value"].to_list() == [0.5]
+
+
+def test_split_paper_reveals_every_held_out_section_once(shared_data: Path) -> None:
+    batch = parse_batch(qasper_lines(shared_data, 3), "dev")
+    for doc_id in batch.documents["doc_id"]:
+        sections = batch.priors.filter(pl.col("doc_id") == doc_id).sort("ord")
+        split = split_paper(batch, doc_id, 3)
+        names = dict(zip(sections["source_id"], sections["name"], strict=True))
+        assert sorted(names[s] for s in split.priors["source_id"]) == ["Abstract", "Introduction"]
+        held = [s for b in split.batches for s in b["source_id"].to_list()]
+        assert len(held) == len(set(held)) == sections.height - 2
+        assert held == [s for s in sections["source_id"] if names[s] not in ("Abstract", "Introduction")]  # document order
+        sizes = [b.height for b in split.batches]
+        assert max(sizes) - min(sizes) <= 1
+        assert split.full_text.count("\n\n") >= sections.height and split.abstract.startswith(split.title)
+
+
+def test_a_paper_without_introduction_takes_its_first_section_after_the_abstract() -> None:
+    line = {"id": "p1", "title": "T", "abstract": "We study things in depth here.", "questions": [], "sections": [
+        {"name": "Background", "paragraphs": ["Background text is here."]},
+        {"name": "Method", "paragraphs": ["Method text is here."]},
+        {"name": "Results", "paragraphs": ["Results text is here."]},
+    ]}
+    batch = parse_batch(json.dumps(line).encode(), "one")
+    split = split_paper(batch, batch.documents["doc_id"][0], 3)
+    assert split.priors["text"].to_list() == ["We study things in depth here.", "Background text is here."]
+    assert [b["text"].to_list() for b in split.batches] == [["Method text is here."], ["Results text is here."], []]
+
+
+def test_hallucinated_claims_are_those_only_the_corrupted_sentence_has() -> None:
+    roles = build_roles(build_settings())
+    original = "The model reaches 91.2 F1 on the test set, while the baseline stays at 85.0 F1 on the same data."
+    corrupted = None
+    for seed in range(50):
+        c = corrupt(original, 0, random.Random(seed), ("BERT", "ELMo"))
+        if c is not None and c.kind == "number":
+            corrupted = c
+            break
+    assert corrupted is not None
+    table = pl.DataFrame({"doc_id": ["d"], "source_id": ["r:1"], "corrupted": [corrupted.corrupted], "original": [original], "kind": ["number"]})
+    false = set(hallucinated_claims(table, roles)["claim_id"])
+    bad = set(roles.decomposer.decompose([corrupted.corrupted])[0].claims)
+    good = set(roles.decomposer.decompose([original])[0].claims)
+    assert false == {claim_id("d", c) for c in bad - good} and false
+    assert not false & {claim_id("d", c) for c in good}
+
+
+def test_no_hallucinations_and_no_budget(shared_data: Path) -> None:
+    """Rate 0: every response claim is true (precision 1 when anything is grounded); budget 0:
+    nothing is deferred, nothing promoted, so the graph's only sources are priors and responses."""
+    settings = build_settings(hallucination_rate=0.0)
+    roles = build_roles(settings)
+    batch = parse_batch(qasper_lines(shared_data, 1), "dev")
+    doc_id = batch.documents["doc_id"][0]
+    run = run_paper(batch, doc_id, roles, settings, rounds=2, budget=0.0, context_passages=settings.context_passages)
+    assert run.truth is not None and run.truth["is_true"].all()
+    assert all(d.height == 0 for d in run.decisions)
+    m = summarise([run], 2)
+    assert all(r["grounding_precision"] in (None, 1.0) for r in m["rounds"])
+    assert all(r["deferred"] == 0 and r["yield"] is None and r["cascade"] == 0 for r in m["rounds"][1:])
+    assert m["confusion_truth"] is not None and all(row["hallucinated"] == 0 for row in m["confusion_truth"].values())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--data", "/nonexistent/qasper.jsonl"], "cannot read"),
+    (["--data", "{quality}"], "expected qasper documents, found quality"),
+    (["--data", "{qasper}", "--backend", "gpt"], "unknown backend 'gpt'"),
+])
+def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    args = [a.replace("{quality}", str(shared_data / "quality" / "quality_dev_subset.jsonl"))
+            .replace("{qasper}", str(shared_data / "qasper" / "qasper_dev.jsonl")) for a in args]
+    res = subprocess.run([GRACE, "eval", "expansion", *args, "--papers", "1", "--out", str(tmp_path / "out"), "--lake", str(tmp_path / "lake")],
+                         check=False, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("grace: error:") and message in lines[0], res.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "lake").exists()
