@@ -109,9 +109,10 @@ def plot_confusion(metrics: dict) -> bytes:
     for ax, (title, matrix, columns) in zip(axes[0], panels, strict=True):
         values = [[matrix[s][c] for c in columns] for s in STATUS_ORDER]
         ax.imshow(values, cmap="Blues")
+        top = max(max(row) for row in values) or 1
         for i, row in enumerate(values):
             for j, v in enumerate(row):
-                ax.text(j, i, str(v), ha="center", va="center")
+                ax.text(j, i, str(v), ha="center", va="center", color="white" if v > top / 2 else "black")
         ax.set_xticks(range(len(columns)), columns)
         ax.set_yticks(range(len(STATUS_ORDER)), STATUS_ORDER)
         ax.set_xlabel(title)
