@@ -31,7 +31,8 @@ from flows.cli.lake import LAKE_HELP
 from flows.settings import GraceSettings, build_settings
 from grace_core.documents import content_id, parse_batch
 from grace_core.errors import GraceError
-from grace_core.evaluation.expansion import evaluate_expansion
+from flows.eval_workers import run_papers_in_workers
+from grace_core.evaluation.expansion import evaluate_expansion, expansion_papers, summarise
 from grace_core.evaluation.expansion_report import report_files as expansion_files
 from grace_core.evaluation.qa_harness import (
     DATASETS,
@@ -152,6 +153,7 @@ def expansion(
     hallucination_rate: float = typer.Option(0.2, "--hallucination-rate", min=0, max=1, help="Offline responder's share of corrupted sentences."),
     backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+    workers: int = typer.Option(1, "--workers", min=1, help="Processes running papers in parallel (about 1 GB of memory each)."),
 ) -> None:
     """The paper's expansion protocol: round-0 priors Abstract + Introduction, then per round the
     next batch of held-out sections as responder context, review by the verifier under the
@@ -162,12 +164,16 @@ def expansion(
     batch = parse_batch(content, str(data))
     check_dataset(batch, "qasper")
     settings = build_settings(backend=backend, lake=lake, hallucination_rate=hallucination_rate)
-    roles = build_roles(settings)
+    options = {"rounds": rounds, "budget": budget, "quorum": settings.quorum, "context_passages": settings.context_passages,
+               "truth_known": settings.backend == "offline"}
+    doc_ids = expansion_papers(batch)
     start = time.monotonic()
-    with progress_bar(f"papers × {rounds + 1} rounds", batch.documents.height) as advance:
-        metrics = evaluate_expansion(batch, roles, settings, rounds=rounds, budget=budget, quorum=settings.quorum,
-                                     context_passages=settings.context_passages, truth_known=settings.backend == "offline",
-                                     progress=advance)
+    with progress_bar(f"papers × {rounds + 1} rounds", len(doc_ids)) as advance:
+        if workers == 1:
+            metrics = evaluate_expansion(batch, build_roles(settings), settings, progress=advance, **options)
+        else:
+            runs = run_papers_in_workers(settings, content, str(data), doc_ids, options, workers=workers, progress=advance)
+            metrics = summarise(runs, rounds)
     seconds = time.monotonic() - start
     run_settings = {"backend": settings.backend, "rounds": rounds, "budget": budget, "hallucination_rate": hallucination_rate,
                     "quorum": settings.quorum, "context_passages": settings.context_passages, "seed": settings.seed}

@@ -355,19 +355,25 @@ def summarise(runs: list[PaperRun], rounds: int) -> dict:
     return result
 
 
+def expansion_papers(batch: DocumentBatch) -> list[str]:
+    """Ids of the batch's papers the protocol runs on (QASPER lines with at least one question
+    that has a reference answer), in file order."""
+    check_dataset(batch, "qasper")
+    doc_ids = [d for d in batch.documents["doc_id"].to_list() if usable_questions(batch, d).height]
+    if not doc_ids:
+        raise DatasetMismatch(f"{batch.name}: no paper has a question with a reference answer")
+    return doc_ids
+
+
 def evaluate_expansion(batch: DocumentBatch, roles: ModelRoles, params: ScoringParams, *, rounds: int = 3, budget: float = 3.0,
                        quorum: int = 1, context_passages: int = 3, truth_known: bool = True,
                        progress: Callable[[int], None] | None = None) -> dict:
-    """Run the protocol on every paper of ``batch`` (QASPER lines); ``progress(1)`` after each paper.
-    ``budget`` is in review-cost units per paper and round."""
-    check_dataset(batch, "qasper")
+    """Run the protocol on every paper of ``batch`` one after the other; ``progress(1)`` after
+    each paper. ``budget`` is in review-cost units per paper and round."""
     runs = []
-    for doc_id in batch.documents["doc_id"].to_list():
-        if usable_questions(batch, doc_id).height:
-            runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, quorum=quorum,
-                                  context_passages=context_passages, truth_known=truth_known))
+    for doc_id in expansion_papers(batch):
+        runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, quorum=quorum,
+                              context_passages=context_passages, truth_known=truth_known))
         if progress is not None:
             progress(1)
-    if not runs:
-        raise DatasetMismatch(f"{batch.name}: no paper has a question with a reference answer")
     return summarise(runs, rounds)

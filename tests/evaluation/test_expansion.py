@@ -94,6 +94,15 @@ def test_figures_are_in_the_lake_once(two_papers) -> None:
     assert json.loads((out / "metrics.json").read_text())["rounds"] == m["rounds"]  # deterministic
 
 
+def test_two_worker_processes_give_the_same_figures(two_papers, tmp_path: Path) -> None:
+    out, _, args = two_papers
+    args = [*args[:-4], "--out", str(tmp_path / "out"), "--lake", str(tmp_path / "lake"), "--workers", "2"]
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    one, two = (json.loads((d / "metrics.json").read_text()) for d in (out, tmp_path / "out"))
+    assert two == one
+
+
 def test_records_hold_every_figure() -> None:
     metrics = {
         "n_papers": 1, "n_questions": 2, "hallucinations_kept_out": 0.5,
