@@ -27,6 +27,8 @@ import os
 import time
 import uuid
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,15 @@ from grace_core.errors import LakeError
 from storage.config import LakeConfig
 
 CATALOG_FILE = "catalog.duckdb"
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One object under a lake root: its relative path, size and last modification (UTC)."""
+
+    rel: str
+    size: int
+    modified: datetime
 
 
 class Store(ABC):
@@ -67,6 +78,11 @@ class Store(ABC):
     @abstractmethod
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the finished files directly inside ``rel_dir`` (empty if it does not exist)."""
+
+    @abstractmethod
+    def list_tree(self, rel_dir: str) -> list[StoredFile]:
+        """Every object under ``rel_dir`` at any depth, temporary files included (empty if the
+        folder does not exist)."""
 
     @abstractmethod
     def exists(self, rel: str) -> bool:
@@ -150,6 +166,19 @@ class LocalStore(Store):
                 return [e.name for e in it if e.is_file() and not e.name.startswith(".")]
         except FileNotFoundError:
             return []
+
+    def list_tree(self, rel_dir: str) -> list[StoredFile]:
+        out = []
+        for folder, _, names in os.walk(self._path(rel_dir)):
+            for name in names:
+                path = Path(folder) / name
+                try:
+                    st = path.stat()
+                except FileNotFoundError:  # removed while listing
+                    continue
+                rel = path.relative_to(self.root).as_posix()
+                out.append(StoredFile(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, timezone.utc)))
+        return sorted(out, key=lambda f: f.rel)
 
     def exists(self, rel: str) -> bool:
         return self._path(rel).is_file()
@@ -271,6 +300,20 @@ class S3Store(Store):
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("list", rel_dir, exc) from None
         return names
+
+    def list_tree(self, rel_dir: str) -> list[StoredFile]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = self._key(rel_dir).rstrip("/") + "/"
+        skip = len(self.prefix) + 1 if self.prefix else 0
+        out: list[StoredFile] = []
+        try:
+            for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                out += [StoredFile(o["Key"][skip:], int(o["Size"]), o["LastModified"].astimezone(timezone.utc))
+                        for o in page.get("Contents", [])]
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("list", rel_dir, exc) from None
+        return sorted(out, key=lambda f: f.rel)
 
     def exists(self, rel: str) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -1,10 +1,11 @@
-"""``grace sql`` (read-only SQL over the lake's catalog) and ``grace ingest`` (one document
-batch into the lake)."""
+"""``grace sql`` (read-only SQL over the lake's catalog), ``grace ingest`` (one document batch
+into the lake) and ``grace vacuum`` (files no commit names)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -17,6 +18,7 @@ from flows.settings import build_settings
 from grace_core.errors import InvalidBatch
 from storage.ingest import ingest_batch
 from storage.lake import Lake
+from storage.vacuum import vacuum as vacuum_lake
 
 LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
 
@@ -86,4 +88,20 @@ def ingest(
     settings = build_settings(lake=lake, prior_sections=sections)
     target = Lake.open(settings)
     report = ingest_batch(target, data, batch.name, settings.prior_sections)
+    print(f"{report.summary()} (lake {target.uri})")
+
+
+@app.command("vacuum")
+def vacuum(
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+    older_than_hours: float = typer.Option(24.0, "--older-than-hours", min=0,
+                                           help="Grace period: only files untouched this long are deleted."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted, delete nothing."),
+) -> None:
+    """Delete the files of writers killed before their commit (no commit names them) once they
+    are older than the grace period. Committed data is never touched."""
+    target = Lake.open(build_settings(lake=lake), must_exist=True)
+    report = vacuum_lake(target, grace=timedelta(hours=older_than_hours), now=datetime.now(timezone.utc), dry_run=dry_run)
+    for f in report.orphans:
+        print(f"{'would delete' if dry_run else 'deleted'} {f.rel} ({f.size} bytes, modified {f.modified:%Y-%m-%d %H:%M} UTC)")
     print(f"{report.summary()} (lake {target.uri})")
