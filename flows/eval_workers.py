@@ -18,7 +18,9 @@ _WORKER: dict[str, GraceSettings | DocumentBatch | ModelRoles] = {}
 
 
 def _start(settings: GraceSettings, content: bytes, name: str) -> None:
-    _WORKER.update(settings=settings, batch=parse_batch(content, name), roles=build_roles(settings))
+    roles = build_roles(settings)
+    roles.start_round(0)  # one spend counter per worker for the whole run
+    _WORKER.update(settings=settings, batch=parse_batch(content, name), roles=roles)
 
 
 def _run(doc_id: str, options: dict) -> PaperRun:
@@ -30,11 +32,11 @@ def run_papers_in_workers(settings: GraceSettings, content: bytes, name: str, do
     """:func:`~grace_core.evaluation.expansion.run_paper` for each of ``doc_ids`` on ``workers``
     processes (one torch thread each); ``progress(1)`` as each paper finishes."""
     one_thread = settings.model_copy(update={"torch_threads": 1})
-    runs: list[PaperRun | None] = [None] * len(doc_ids)
+    runs: list[PaperRun] = [PaperRun()] * len(doc_ids)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
                              initargs=(one_thread, content, name)) as pool:
         futures = {pool.submit(_run, doc_id, options): i for i, doc_id in enumerate(doc_ids)}
         for future in as_completed(futures):
             runs[futures[future]] = future.result()
             progress(1)
-    return [r for r in runs if r is not None]
+    return runs

@@ -18,9 +18,8 @@ from flows.verdicts import (
     assignments, claim_texts, decisions_before, document_texts, ingest_verdict_file, prior_units, write_packets,
 )
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
-from grace_core.build import judge_pairs
-from grace_core.promotion import cascade_candidates, cascade_edges, promote
-from grace_core.review import candidate_costs, verify_claims
+from grace_core.promotion import promote
+from grace_core.review import candidate_costs, judge_cascade, verify_claims
 from grace_core.selection import select_for_review
 from grace_core.verdict_files import InvalidVerdictFile
 from storage.review_files import ReviewArea
@@ -148,14 +147,8 @@ def promote_and_cascade(settings: GraceSettings, round_id: int, now: datetime) -
     promo = promote(fresh, texts)
     new_sources = promo.sources.with_columns(round=pl.lit(round_id, pl.Int32), name=pl.lit("verified claim"))
     latest = lake.read("scores", rounds=[round_id - 1], columns=["doc_id", "claim_id", "status"])
-    pairs = (
-        cascade_candidates(promo.sources, latest)
-        .join(promo.sources.select("doc_id", "source_id", pl.col("text").alias("source_text")), on=["doc_id", "source_id"])
-        .join(texts.rename({"text": "claim_text"}), on=["doc_id", "claim_id"])
-        .with_columns(source_kind=pl.lit("verified"))
-    )
     roles, cache = roles_with_cache(settings, lake, round_id)
-    cascaded = cascade_edges(judge_pairs(pairs, roles, round_id=round_id))
+    cascaded = judge_cascade(promo.sources, latest, texts, roles, round_id=round_id)
     edges = pl.concat([promo.edges, cascaded]).with_columns(round=pl.lit(round_id, pl.Int32))
     lake.commit(key, {"sources": new_sources, "edges": edges, "llm_calls": cache.pending(),
                       "rounds": stage_row(round_id, "verdicts", started, new_sources["doc_id"].n_unique())})

@@ -9,13 +9,15 @@ def _share(num: float, den: float) -> float | None:
     return float(num) / float(den) if den else None
 
 
-def round_metrics(scores: pl.DataFrame, decisions: pl.DataFrame | None = None, cascaded: pl.DataFrame | None = None) -> dict:
+def round_metrics(scores: pl.DataFrame, decisions: pl.DataFrame | None = None, cascaded: pl.DataFrame | None = None,
+                  documents: int | None = None) -> dict:
     """Metrics of one round.
 
     ``scores``: ``doc_id, claim_id, status, from_response`` (``from_response``: the claim was
     decomposed from a sampled response). ``decisions``: ``claim_id, decision`` for this round's
     deferred claims (null decision: pending). ``cascaded``: ``doc_id, claim_id`` of claims that
-    turned Grounded this round without review.
+    turned Grounded this round without review. ``documents``: the number of documents the
+    per-document figures divide by (default: those with a scored claim).
 
     - PCR = grounded response claims / all response claims;
     - KF = mean number of Boundary claims per document;
@@ -24,7 +26,7 @@ def round_metrics(scores: pl.DataFrame, decisions: pl.DataFrame | None = None, c
     - cascade = claims per document that turned Grounded unreviewed.
     Ratios with an empty denominator are ``None``.
     """
-    n_docs = scores["doc_id"].n_unique()
+    n_docs = scores["doc_id"].n_unique() if documents is None else documents
     resp = scores.filter(pl.col("from_response"))
     counts = {s: int((scores["status"] == s).sum()) for s in ("grounded", "boundary", "refuted")}
     dec = decisions if decisions is not None else pl.DataFrame(schema={"claim_id": pl.Utf8, "decision": pl.Utf8})

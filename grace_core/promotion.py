@@ -94,9 +94,11 @@ def cascade_candidates(new_sources: pl.DataFrame, scores: pl.DataFrame) -> pl.Da
 
 
 def cascade_edges(judged: pl.DataFrame) -> pl.DataFrame:
-    """Anchor edges of the cascade: the judged candidate pairs (``doc_id, source_id, claim_id,
-    label``) that a newly verified claim entails, as ``verified`` → claim ``entails`` rows.
-    After these are added and the document is rescored, those claims turn Grounded unreviewed."""
-    return judged.filter(pl.col("label") == "entails").select(
-        "doc_id", "source_id", pl.lit("verified").alias("source_kind"), "claim_id", pl.lit("entails").alias("label")
+    """Edges of the cascade from the judged candidate pairs (``doc_id, source_id, claim_id,
+    label``) of newly verified claims, as ``verified`` → claim rows: ``entails`` (an anchor
+    edge: after rescoring the claim turns Grounded unreviewed) and ``contradicts`` (a verified
+    claim is a prior, so the claim is contradicted by a prior: Refuted unless another prior
+    entails it, DESIGN §3). Neutral pairs make no edge."""
+    return judged.filter(pl.col("label").is_in(["entails", "contradicts"])).select(
+        "doc_id", "source_id", pl.lit("verified").alias("source_kind"), "claim_id", "label"
     ).unique(maintain_order=True)

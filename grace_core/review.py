@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from grace_core.build import judge_pairs
 from grace_core.models.factory import ModelRoles
 from grace_core.models.roles import Embedder, VerifyRequest
 from grace_core.params import ScoringParams
+from grace_core.promotion import cascade_candidates, cascade_edges
 from grace_core.selection import review_cost
 
 VERDICT_COLUMNS = {"doc_id": pl.Utf8, "claim_id": pl.Utf8, "verdict": pl.Utf8, "note": pl.Utf8}
@@ -73,3 +75,18 @@ def verify_claims(deferred: pl.DataFrame, documents: pl.DataFrame, roles: ModelR
         if v.outcome == "ok":
             rows.append({"doc_id": doc_id, "claim_id": cid, "verdict": v.verdict, "note": v.reason})
     return pl.DataFrame(rows, schema=VERDICT_COLUMNS)
+
+
+def judge_cascade(new_sources: pl.DataFrame, scores: pl.DataFrame, texts: pl.DataFrame, roles: ModelRoles, *, round_id: int) -> pl.DataFrame:
+    """The cascade of newly verified claims (DESIGN §5): the judge reads each new verified
+    source (``doc_id, source_id, text, claim_id``) against the Boundary claims of its document
+    (``scores``: ``doc_id, claim_id, status``; ``texts``: ``doc_id, claim_id, text``) and its
+    verdicts become edges (:func:`grace_core.promotion.cascade_edges`). Returns ``doc_id,
+    source_id, source_kind, claim_id, label``."""
+    pairs = (
+        cascade_candidates(new_sources, scores)
+        .join(new_sources.select("doc_id", "source_id", pl.col("text").alias("source_text")), on=["doc_id", "source_id"])
+        .join(texts.select("doc_id", "claim_id", pl.col("text").alias("claim_text")), on=["doc_id", "claim_id"])
+        .with_columns(source_kind=pl.lit("verified"))
+    )
+    return cascade_edges(judge_pairs(pairs, roles, round_id=round_id))

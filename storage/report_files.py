@@ -19,6 +19,8 @@ def write_report_folder(out: str | Path, files: dict[str, bytes]) -> list[Path]:
     """Write ``files`` (name → bytes) into the folder ``out`` (created if needed)."""
     folder = Path(out)
     written = []
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
@@ -27,6 +29,7 @@ def write_report_folder(out: str | Path, files: dict[str, bytes]) -> list[Path]:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
+                os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it (mkstemp makes 0600)
                 os.replace(tmp, target)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

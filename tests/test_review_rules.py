@@ -85,15 +85,20 @@ def test_promotion_and_cascade_change_statuses_as_designed() -> None:
     promo = promote(decisions, claims)
     assert promo.sources.to_dicts() == [{"doc_id": "d", "source_id": "v:x", "source_kind": "verified", "text": "X.", "claim_id": "x"}]
     assert promo.rejected.to_dicts() == [{"doc_id": "d", "claim_id": "z"}]
-    # cascade: the judge says v:x entails y (not w)
+    # cascade: the judge says v:x entails y, has nothing to say on z, contradicts w
     pairs = cascade_candidates(promo.sources, before)
     assert sorted(pairs["claim_id"]) == ["w", "y", "z"]
-    judged = pairs.with_columns(label=pl.when(pl.col("claim_id") == "y").then(pl.lit("entails")).otherwise(pl.lit("neutral")))
+    labels = {"y": "entails", "z": "neutral", "w": "contradicts"}
+    judged = pairs.with_columns(label=pl.col("claim_id").replace_strict(labels))
     new_edges = cascade_edges(judged)
-    assert new_edges.to_dicts() == [{"doc_id": "d", "source_id": "v:x", "source_kind": "verified", "claim_id": "y", "label": "entails"}]
+    assert sorted(new_edges.to_dicts(), key=lambda r: r["claim_id"]) == [
+        {"doc_id": "d", "source_id": "v:x", "source_kind": "verified", "claim_id": "w", "label": "contradicts"},
+        {"doc_id": "d", "source_id": "v:x", "source_kind": "verified", "claim_id": "y", "label": "entails"},
+    ]
     after = score_edges(pl.concat([base, promo.edges, new_edges]), P, rejected=promo.rejected)
     status = dict(zip(after["claim_id"], after["status"]))
-    assert status == {"g": "grounded", "x": "grounded", "y": "grounded", "z": "refuted", "w": "boundary"}
+    # w: contradicted by a (verified) prior and entailed by none → Refuted (DESIGN §3)
+    assert status == {"g": "grounded", "x": "grounded", "y": "grounded", "z": "refuted", "w": "refuted"}
 
 
 def test_round_metrics() -> None:

@@ -31,16 +31,16 @@ from flows.cli.lake import LAKE_HELP
 from flows.settings import GraceSettings, build_settings
 from grace_core.documents import content_id, parse_batch
 from grace_core.errors import GraceError
+from flows.eval_reports import expansion_report_files, qa_report_files
 from flows.eval_workers import run_papers_in_workers
 from grace_core.evaluation.expansion import evaluate_expansion, expansion_papers, summarise
-from grace_core.evaluation.expansion_report import report_files as expansion_files
+from grace_core.evaluation.expansion_report import number
 from grace_core.evaluation.qa_harness import (
     DATASETS,
     DatasetMismatch,
     check_dataset,
     evaluate_qa,
 )
-from grace_core.evaluation.qa_report import report_files as qa_files
 from grace_core.evaluation.records import expansion_records, qa_records
 from grace_core.models.factory import build_roles
 from storage.lake import Lake
@@ -71,10 +71,6 @@ def read_limited(path: Path, limit: int | None) -> bytes:
     return b"\n".join(kept)
 
 
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3f}"
-
-
 def check_backend(backend: str | None) -> None:
     if backend is not None and backend not in ("offline", "litellm"):
         raise EvalDataError(f"unknown backend {backend!r}; expected offline or litellm")
@@ -89,21 +85,39 @@ def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]
         yield lambda n: bar.advance(task, n)
 
 
+EVAL_HALLUCINATION_RATE = 0.2
+"""The offline responder's corruption rate in evaluations unless GRACE_HALLUCINATION_RATE or
+--hallucination-rate says otherwise (the product's default is 0)."""
+
+NOT_RESULTS = frozenset({
+    "api_key", "lake", "s3_endpoint_url", "s3_region", "catalog_cache", "concurrency", "torch_threads", "embed_batch_size",
+    "embed_batch_tokens", "embed_cache_size", "dask_address", "task_runner", "docs_per_task", "score_docs_per_task", "inbox",
+    "inbox_interval_s", "nightly_cron", "timezone", "deadline_hours", "packet_size", "reviewers", "max_retries",
+    "request_timeout_s", "retry_backoff_s", "retry_backoff_max_s",
+})
+"""Settings that cannot change an evaluation's figures (where things are, how fast, secrets)."""
+
+
+def result_settings(settings: GraceSettings, **options: object) -> dict:
+    """Every setting that can change the figures, plus the command's own options."""
+    return {**settings.model_dump(mode="json", exclude=set(NOT_RESULTS)), **options}
+
+
 def record_in_lake(settings: GraceSettings, records: pl.DataFrame, *, command: str, dataset: str, data: Path,
                    content: bytes, run_settings: dict) -> str:
     """Commit the run's figures to the lake's ``evaluations`` table, once per (command, data,
-    settings); returns a line saying where they are."""
+    settings that can change the figures); returns a line saying where they are."""
     settings_json = json.dumps(run_settings, sort_keys=True)
     eval_id = content_id(command, dataset, hashlib.sha256(content).hexdigest(), settings_json)
     rows = records.with_columns(
         eval_id=pl.lit(eval_id), command=pl.lit(command), dataset=pl.lit(dataset), data=pl.lit(str(data)),
-        backend=pl.lit(run_settings["backend"]), settings_json=pl.lit(settings_json),
+        backend=pl.lit(settings.backend), settings_json=pl.lit(settings_json),
         created_at=pl.lit(datetime.now(timezone.utc)),
     )
     lake = Lake.open(settings)
     created = lake.commit(f"eval/{command}/{eval_id}", {"evaluations": rows}).created
     where = f"lake {lake.uri}, evaluations.eval_id = '{eval_id}'"
-    return where if created else f"{where} (already recorded by an earlier run)"
+    return where if created else f"{where} (already recorded by an earlier run with the same data and settings)"
 
 
 @eval_app.command("qa")
@@ -131,9 +145,8 @@ def qa(
         result = evaluate_qa(batch, dataset, roles, settings, alpha=settings.alpha, k=top,
                              context_passages=settings.context_passages, progress=advance)
     seconds = time.monotonic() - start
-    write_report_folder(out, qa_files(result.metrics, data=str(data), backend=settings.backend, seconds=seconds))
-    run_settings = {"backend": settings.backend, "top": top, "alpha": settings.alpha, "context_passages": settings.context_passages,
-                    "seed": settings.seed}
+    write_report_folder(out, qa_report_files(result.metrics, data=str(data), backend=settings.backend, seconds=seconds))
+    run_settings = result_settings(settings, top=top)
     where = record_in_lake(settings, qa_records(result.metrics), command="qa", dataset=dataset, data=data, content=content,
                            run_settings=run_settings)
     console = Console()
@@ -149,8 +162,10 @@ def expansion(
     out: Path = typer.Option(..., "--out", help="Output folder: report.md, metrics.json, expansion_rounds.png, confusion.png."),
     papers: Optional[int] = typer.Option(None, "--papers", min=1, help="Only the first N papers."),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Expansion rounds after round 0 (held-out sections are split into this many batches)."),
-    budget: float = typer.Option(3.0, "--budget", min=0, help="Review budget per paper and round, in cost units (DESIGN §4)."),
-    hallucination_rate: float = typer.Option(0.2, "--hallucination-rate", min=0, max=1, help="Offline responder's share of corrupted sentences."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0, help="Review budget per paper and round, in cost units (DESIGN §4); GRACE_BUDGET (3.0) when unset."),
+    hallucination_rate: Optional[float] = typer.Option(
+        None, "--hallucination-rate", min=0, max=1,
+        help=f"Offline responder's share of corrupted sentences; GRACE_HALLUCINATION_RATE, else {EVAL_HALLUCINATION_RATE}, when unset."),
     backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
     workers: int = typer.Option(1, "--workers", min=1, help="Processes running papers in parallel (about 1 GB of memory each)."),
@@ -162,11 +177,11 @@ def expansion(
     check_backend(backend)
     content = read_limited(data, papers)
     batch = parse_batch(content, str(data))
-    check_dataset(batch, "qasper")
-    settings = build_settings(backend=backend, lake=lake, hallucination_rate=hallucination_rate)
-    options = {"rounds": rounds, "budget": budget, "quorum": settings.quorum, "context_passages": settings.context_passages,
-               "truth_known": settings.backend == "offline"}
     doc_ids = expansion_papers(batch)
+    settings = build_settings(backend=backend, lake=lake, budget=budget, hallucination_rate=hallucination_rate)
+    if "hallucination_rate" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"hallucination_rate": EVAL_HALLUCINATION_RATE})
+    options = {"rounds": rounds, "budget": settings.budget, "context_passages": settings.context_passages}
     start = time.monotonic()
     with progress_bar(f"papers × {rounds + 1} rounds", len(doc_ids)) as advance:
         if workers == 1:
@@ -175,15 +190,15 @@ def expansion(
             runs = run_papers_in_workers(settings, content, str(data), doc_ids, options, workers=workers, progress=advance)
             metrics = summarise(runs, rounds)
     seconds = time.monotonic() - start
-    run_settings = {"backend": settings.backend, "rounds": rounds, "budget": budget, "hallucination_rate": hallucination_rate,
-                    "quorum": settings.quorum, "context_passages": settings.context_passages, "seed": settings.seed}
-    write_report_folder(out, expansion_files(metrics, data=str(data), backend=settings.backend, settings=run_settings, seconds=seconds))
+    run_settings = result_settings(settings, rounds=rounds)
+    shown = {k: run_settings[k] for k in ("backend", "rounds", "budget", "hallucination_rate", "context_passages", "seed")}
+    write_report_folder(out, expansion_report_files(metrics, data=str(data), backend=settings.backend, settings=shown, seconds=seconds))
     where = record_in_lake(settings, expansion_records(metrics), command="expansion", dataset="qasper", data=data,
                            content=content, run_settings=run_settings)
     console = Console()
     console.print(f"expansion: {metrics['n_papers']} papers, {metrics['n_questions']} questions in {seconds:.1f} s → {out}; figures in {where}")
     base = metrics["baselines"]
-    console.print(f"  baselines: abstract only {base['abstract_only']:.3f}, full paper {base['full_paper']:.3f}")
+    console.print(f"  baselines: abstract only {number(base['abstract_only'], 3)}, full paper {number(base['full_paper'], 3)}")
     for r in metrics["rounds"]:
-        console.print(f"  round {r['round']}: QA {_fmt(r['qa_accuracy'])}  PCR {_fmt(r['pcr'])}  KF {_fmt(r['kf'])}  yield {_fmt(r['yield'])}  "
-                      f"cascade {_fmt(r['cascade'])}  grounding precision {_fmt(r['grounding_precision'])}")
+        console.print(f"  round {r['round']}: QA {number(r['qa_accuracy'], 3)}  PCR {number(r['pcr'], 3)}  KF {number(r['kf'], 3)}  "
+                      f"yield {number(r['yield'], 3)}  cascade {number(r['cascade'], 3)}  grounding precision {number(r['grounding_precision'], 3)}")

@@ -3,8 +3,9 @@ document batch and the model roles in, per-round figures out.
 
 Per paper:
 
-- **Round 0.** The priors are the Abstract (with the title) and the Introduction (the sections
-  whose name contains "introduction"; the first section after the abstract when none does).
+- **Round 0.** The priors are the Abstract and the Introduction (the sections whose top-level
+  name, before any ``:::``, is "Introduction", optionally numbered; the first section after the
+  abstract when none is).
   The responder answers the paper's questions from the priors; priors and responses are
   decomposed, judged (:func:`grace_core.build.build_documents`) and scored. No review.
 - **Held-out sections.** Every other section, in document order, split into ``rounds``
@@ -16,28 +17,36 @@ Per paper:
   every claim, old sources × new claims, verified priors included). The paper is scored, its
   Boundary claims not yet decided are deferred under ``budget`` cost units
   (:func:`grace_core.selection.select_for_review`, the verifier's review time is 0), the
-  verifier judges them against the full paper, confirmed claims are promoted and cascaded
-  (:mod:`grace_core.promotion`) and the paper is rescored. Rejections count from that
-  rescoring on.
+  verifier (one reviewer, quorum 1) judges them against the full paper, confirmed claims are
+  promoted and cascaded (:func:`grace_core.review.judge_cascade`: the judge reads each new
+  verified claim against the paper's Boundary claims, as the flows do; its other pairs are
+  settled and never judged) and the paper is rescored. Rejections count from that rescoring on.
 
 Figures per round, over all papers, from the state at the end of the round:
 
 - QA accuracy (Answer-F1 ≥ 0.5, an abstention is "Unanswerable") and answerability with the
   paper's Grounded claims (priors' claims included) as the answerer's sole context, one
-  claim per paragraph in the order they entered the graph; baselines: title + abstract, and
-  the full paper, once.
-- PCR, KF, yield (confirmed / deferred) and cascade per paper (:func:`grace_core.metrics.round_metrics`);
-  cascade counts claims that were Boundary before the round's promotion and Grounded after,
-  without having been deferred this round.
-- Grounding precision against the responder's recorded hallucinations (response claims only:
-  a claim is false when it comes from a corrupted sentence and is not a claim of the original
-  sentence). With an LLM responder the truth is unknown and the figure is None.
-- After the last round the verifier also judges every response claim against the full paper,
-  giving the confusion matrix of status against verifier truth (and against the gold truth).
+  claim per paragraph in the order they entered the graph; baselines: title + abstract (the
+  title alone when a paper has no abstract), and the full paper, once.
+- PCR, KF, yield (confirmed / deferred) and cascade per paper (:func:`grace_core.metrics.round_metrics`,
+  per-paper figures over every paper run); cascade counts claims that were Boundary before the
+  round's promotion and Grounded after, without having been deferred this round.
+- Grounding precision against the offline responder's recorded hallucinations (response
+  claims only: a claim is false when it comes from a corrupted sentence and is not a claim of
+  the original sentence), over all response claims and over the out-of-distribution ones
+  (first seen in round ≥ 1, answered from held-out sections, as the paper's Figure 2). With an
+  LLM responder the truth is unknown and these figures are None.
+- After the last round every response claim has a verifier verdict (its last one from the
+  rounds, else the verifier is asked now, with the full paper), giving the confusion matrices
+  of status against verifier truth and against the recorded truth.
+
+Model spend: the roles' round counter is started once per run, so ``spend_cap_usd`` caps the
+whole evaluation (per worker process); ``spend_cap_reached`` says whether it stopped calls.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,24 +56,24 @@ import polars as pl
 from grace_core.build import build_documents, decompose_sources, judge_pairs, sample_responses
 from grace_core.claims import claim_id
 from grace_core.documents import DocumentBatch
-from grace_core.edges import validate_edges
+from grace_core.edges import EDGE_COLUMNS, validate_edges
 from grace_core.evaluation.qa_harness import ACCURACY_F1, DatasetMismatch, check_dataset, gold_reference
 from grace_core.evaluation.qasper_metrics import UNANSWERABLE, score_question
 from grace_core.metrics import grounding_precision, round_metrics
 from grace_core.models.factory import ModelRoles
+from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.roles import AnswerRequest
 from grace_core.params import ScoringParams
-from grace_core.promotion import aggregate_verdicts, cascade_candidates, cascade_edges, promote
-from grace_core.review import candidate_costs, verify_claims
+from grace_core.promotion import VERDICTS, aggregate_verdicts, promote
+from grace_core.review import candidate_costs, judge_cascade, verify_claims
 from grace_core.scoring import score_edges
 from grace_core.selection import select_for_review
-from grace_core.status import BOUNDARY, GROUNDED
+from grace_core.status import BOUNDARY, GROUNDED, STATUSES
 
-STATUS_ORDER = ("grounded", "boundary", "refuted")
-TRUTH_ORDER = ("true", "hallucinated")
-VERDICT_ORDER = ("confirm", "reject", "abstain")
+TRUTH_LABELS = ("true", "hallucinated")
 SOURCE_KEYS = ("doc_id", "source_id", "source_kind", "text")
-EDGE_KEYS = ("doc_id", "source_id", "source_kind", "claim_id", "label")
+QUORUM = 1  # the verifier is one reviewer
+_INTRODUCTION = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s+)?introduction\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,7 @@ def split_paper(batch: DocumentBatch, doc_id: str, rounds: int) -> PaperSplit:
     sections = batch.priors.filter(pl.col("doc_id") == doc_id).sort("ord")
     names = [n.strip().lower() for n in sections["name"].to_list()]
     is_abstract = [n == "abstract" for n in names]
-    is_intro = ["introduction" in n for n in names]
+    is_intro = [bool(_INTRODUCTION.match(n.split(":::")[0])) for n in names]
     if not any(is_intro):
         after = [i for i, a in enumerate(is_abstract) if not a]
         if after:
@@ -98,8 +107,9 @@ def split_paper(batch: DocumentBatch, doc_id: str, rounds: int) -> PaperSplit:
     cuts = np.array_split(np.arange(held.height), rounds) if rounds else []
     batches = [held[int(c[0]):int(c[-1]) + 1] if len(c) else held.clear() for c in cuts]
     texts = sections["text"].to_list()
-    abstract = next((t for t, a in zip(texts, is_abstract, strict=True) if a), texts[0] if texts else "")
-    return PaperSplit(doc_id, title, priors, batches, f"{title}\n\n{abstract}", "\n\n".join([title, *texts]))
+    abstract = next((t for t, a in zip(texts, is_abstract, strict=True) if a), None)
+    return PaperSplit(doc_id, title, priors, batches, title if abstract is None else f"{title}\n\n{abstract}",
+                      "\n\n".join([title, *texts]))
 
 
 @dataclass
@@ -108,7 +118,7 @@ class PaperGraph:
 
     sources: pl.DataFrame  # SOURCE_KEYS
     claims: pl.DataFrame  # CLAIM_COLUMNS (one row per decomposition)
-    edges: pl.DataFrame  # EDGE_KEYS
+    edges: pl.DataFrame  # EDGE_COLUMNS
     judged: pl.DataFrame  # doc_id, source_id, claim_id: pairs the judge (or decomposition) has settled
     votes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "reviewer": pl.Utf8, "verdict": pl.Utf8}))
 
@@ -144,15 +154,15 @@ def grow(graph: PaperGraph, new_sources: pl.DataFrame, roles: ModelRoles, round_
     graph.sources = pl.concat([graph.sources, new_sources.select(SOURCE_KEYS)])
     graph.claims = pl.concat([graph.claims, new_claims])
     graph.judged = pl.concat([graph.judged, own.select("doc_id", "source_id", "claim_id")])
-    judged = judge_pairs(_pairs_to_judge(graph), roles, round_id=round_id).select(EDGE_KEYS)
+    judged = judge_pairs(_pairs_to_judge(graph), roles, round_id=round_id).select(EDGE_COLUMNS)
     graph.edges = pl.concat([graph.edges, own, judged]).unique(maintain_order=True)
     graph.settle_all()
 
 
-def score(graph: PaperGraph, params: ScoringParams, quorum: int) -> pl.DataFrame:
+def score(graph: PaperGraph, params: ScoringParams) -> pl.DataFrame:
     """Scores of every claim (:func:`grace_core.scoring.score_edges`) with rejections applied
     and ``from_response`` added."""
-    decisions = aggregate_verdicts(graph.votes, quorum)
+    decisions = aggregate_verdicts(graph.votes, QUORUM)
     rejected = decisions.filter(pl.col("decision") == "reject").select("doc_id", "claim_id")
     scores = score_edges(
         validate_edges(graph.edges), params, rejected=rejected,
@@ -164,10 +174,10 @@ def score(graph: PaperGraph, params: ScoringParams, quorum: int) -> pl.DataFrame
 
 
 def review_round(graph: PaperGraph, scores: pl.DataFrame, split: PaperSplit, roles: ModelRoles, params: ScoringParams, *,
-                 budget: float, quorum: int, round_id: int) -> pl.DataFrame:
+                 budget: float, round_id: int) -> pl.DataFrame:
     """Defer, verify, promote and cascade; returns this round's deferred claims with their decision
     (``doc_id, claim_id, decision``; null when the verifier gave no answer)."""
-    decided = aggregate_verdicts(graph.votes, quorum).filter(pl.col("decision").is_in(["confirm", "reject"]))
+    decided = aggregate_verdicts(graph.votes, QUORUM).filter(pl.col("decision").is_in(["confirm", "reject"]))
     texts = graph.unique_claims()
     boundary = (
         scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null())
@@ -183,20 +193,13 @@ def review_round(graph: PaperGraph, scores: pl.DataFrame, split: PaperSplit, rol
     document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
     verdicts = verify_claims(chosen.select("doc_id", "claim_id", "text"), document, roles)
     graph.votes = pl.concat([graph.votes, verdicts.select("doc_id", "claim_id", pl.lit("verifier").alias("reviewer"), "verdict")])
-    decisions = aggregate_verdicts(graph.votes, quorum)
-    fresh = decisions.join(chosen.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="semi")
-    promo = promote(fresh, texts)
+    decisions = aggregate_verdicts(graph.votes, QUORUM)
+    promo = promote(decisions.join(chosen.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="semi"), texts)
     if promo.sources.height:
-        pairs = (
-            cascade_candidates(promo.sources, scores)
-            .join(promo.sources.select("doc_id", "source_id", pl.col("text").alias("source_text")), on=["doc_id", "source_id"])
-            .join(texts.select("doc_id", "claim_id", pl.col("text").alias("claim_text")), on=["doc_id", "claim_id"])
-            .with_columns(source_kind=pl.lit("verified"))
-        )
-        cascaded = cascade_edges(judge_pairs(pairs, roles, round_id=round_id)).select(EDGE_KEYS)
+        cascaded = judge_cascade(promo.sources, scores, texts, roles, round_id=round_id).select(EDGE_COLUMNS)
         graph.sources = pl.concat([graph.sources, promo.sources.select(SOURCE_KEYS)])
-        graph.edges = pl.concat([graph.edges, promo.edges.select(EDGE_KEYS), cascaded]).unique(maintain_order=True)
-        graph.judged = pl.concat([graph.judged, pairs.select("doc_id", "source_id", "claim_id")]).unique()
+        graph.edges = pl.concat([graph.edges, promo.edges.select(EDGE_COLUMNS), cascaded]).unique(maintain_order=True)
+        graph.settle_all()  # as in the flows, a verified claim is judged against Boundary claims only
     return chosen.select("doc_id", "claim_id").join(decisions.select("doc_id", "claim_id", "decision"), on=["doc_id", "claim_id"], how="left")
 
 
@@ -234,8 +237,10 @@ class PaperRun:
     cascaded: list[pl.DataFrame] = field(default_factory=list)  # doc_id, claim_id turned Grounded unreviewed
     answers: list[list[dict]] = field(default_factory=list)
     baselines: dict[str, list[dict]] = field(default_factory=dict)
+    first_round: pl.DataFrame | None = None  # doc_id, claim_id, round a response claim was first seen
     truth: pl.DataFrame | None = None  # doc_id, claim_id, is_true for response claims
     final_verdicts: pl.DataFrame | None = None  # doc_id, claim_id, verdict for every response claim
+    spend_cap_reached: bool = False
 
 
 def usable_questions(batch: DocumentBatch, doc_id: str) -> pl.DataFrame:
@@ -244,9 +249,21 @@ def usable_questions(batch: DocumentBatch, doc_id: str) -> pl.DataFrame:
     return qs.filter(pl.Series([bool(gold_reference("qasper", g)) for g in qs["gold_json"].to_list()], dtype=pl.Boolean))
 
 
+def final_verdicts(graph: PaperGraph, split: PaperSplit, roles: ModelRoles) -> pl.DataFrame:
+    """A verifier verdict for every response claim: its last one from the rounds, else one
+    asked now with the full paper (``doc_id, claim_id, verdict``)."""
+    responses = graph.response_claims()
+    known = graph.votes.group_by("doc_id", "claim_id", maintain_order=True).agg(pl.col("verdict").last())
+    ask = graph.unique_claims().join(responses, on=["doc_id", "claim_id"], how="semi").join(known, on=["doc_id", "claim_id"], how="anti")
+    document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
+    fresh = verify_claims(ask.select("doc_id", "claim_id", "text"), document, roles).select("doc_id", "claim_id", "verdict")
+    return pl.concat([known.join(responses, on=["doc_id", "claim_id"], how="semi"), fresh])
+
+
 def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: ScoringParams, *, rounds: int, budget: float,
-              quorum: int = 1, context_passages: int = 3, truth_known: bool = True) -> PaperRun:
-    """The whole protocol on one paper."""
+              context_passages: int = 3) -> PaperRun:
+    """The whole protocol on one paper. The truth of response claims is known when the
+    responder is the offline one (it records its corruptions)."""
     split = split_paper(batch, doc_id, rounds)
     questions = usable_questions(batch, doc_id)
     asked = questions.select("doc_id", "question_id", "question")
@@ -254,29 +271,27 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
     run = PaperRun()
     run.baselines = {"abstract_only": answer_round(split, questions, split.abstract, roles),
                      "full_paper": answer_round(split, questions, split.full_text, roles)}
-    roles.start_round(0)
     built = build_documents(docs, split.priors, asked, roles, round_id=0, context_passages=context_passages, model="eval")
     corruptions = [built.corruptions]
     graph = PaperGraph(
         sources=pl.concat([split.priors.select(SOURCE_KEYS), built.responses.select(SOURCE_KEYS)]),
-        claims=built.claims, edges=built.edges.select(EDGE_KEYS),
+        claims=built.claims, edges=built.edges.select(EDGE_COLUMNS),
         judged=pl.DataFrame(schema={"doc_id": pl.Utf8, "source_id": pl.Utf8, "claim_id": pl.Utf8}),
     )
     graph.settle_all()
-    scores = score(graph, params, quorum)
+    scores = score(graph, params)
     run.scores.append(scores)
     run.decisions.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8}))
     run.cascaded.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}))
     run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
     for r in range(1, rounds + 1):
-        roles.start_round(r)
         responses, bad = sample_responses(docs, split.batches[r - 1], asked, roles, round_id=r,
                                           context_passages=context_passages, model="eval")
         corruptions.append(bad)
         grow(graph, responses.select(SOURCE_KEYS), roles, r)
-        before = score(graph, params, quorum)
-        decided = review_round(graph, before, split, roles, params, budget=budget, quorum=quorum, round_id=r)
-        scores = score(graph, params, quorum)
+        before = score(graph, params)
+        decided = review_round(graph, before, split, roles, params, budget=budget, round_id=r)
+        scores = score(graph, params)
         turned = (
             before.filter(pl.col("status") == BOUNDARY).select("doc_id", "claim_id")
             .join(scores.filter(pl.col("status") == GROUNDED).select("doc_id", "claim_id"), on=["doc_id", "claim_id"])
@@ -287,12 +302,12 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
         run.cascaded.append(turned)
         run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
     responses = graph.response_claims()
-    if truth_known:
+    run.first_round = graph.claims.filter(pl.col("source_kind") == "response").group_by("doc_id", "claim_id").agg(pl.col("round").min())
+    if isinstance(roles.responder, OfflineResponder):
         false = hallucinated_claims(pl.concat(corruptions), roles).with_columns(is_true=pl.lit(False))
         run.truth = responses.join(false, on=["doc_id", "claim_id"], how="left").with_columns(pl.col("is_true").fill_null(True))
-    texts = graph.unique_claims().join(responses, on=["doc_id", "claim_id"], how="semi")
-    document = pl.DataFrame({"doc_id": [doc_id], "text": [split.full_text]})
-    run.final_verdicts = verify_claims(texts.select("doc_id", "claim_id", "text"), document, roles).select("doc_id", "claim_id", "verdict")
+    run.final_verdicts = final_verdicts(graph, split, roles)
+    run.spend_cap_reached = roles.spend_cap_reached
     return run
 
 
@@ -309,19 +324,36 @@ def _mean(rows: list[dict], key: str) -> float | None:
 def confusion(status: pl.DataFrame, labels: pl.DataFrame, label: str, order: tuple[str, ...]) -> dict[str, dict[str, int]]:
     """Counts of system status (rows) × ``label`` value (columns) over the claims in both tables."""
     joined = status.join(labels, on=["doc_id", "claim_id"])
-    return {s: {v: int(((joined["status"] == s) & (joined[label] == v)).sum()) for v in order} for s in STATUS_ORDER}
+    return {s: {v: int(((joined["status"] == s) & (joined[label] == v)).sum()) for v in order} for s in STATUSES}
+
+
+def _final_figures(final: pl.DataFrame, verdicts: pl.DataFrame, truth: pl.DataFrame | None) -> dict:
+    """Confusion matrices of ``final`` (``doc_id, claim_id, status``) against the verifier and
+    the recorded truth, and the share of hallucinated claims kept out of Grounded."""
+    out = {"confusion_verifier": confusion(final, verdicts, "verdict", VERDICTS), "confusion_truth": None, "hallucinations_kept_out": None}
+    if truth is not None:
+        labelled = truth.with_columns(truth=pl.when(pl.col("is_true")).then(pl.lit("true")).otherwise(pl.lit("hallucinated")))
+        out["confusion_truth"] = matrix = confusion(final, labelled, "truth", TRUTH_LABELS)
+        n_false = sum(row["hallucinated"] for row in matrix.values())
+        out["hallucinations_kept_out"] = (n_false - matrix["grounded"]["hallucinated"]) / n_false if n_false else None
+    return out
 
 
 def summarise(runs: list[PaperRun], rounds: int) -> dict:
-    """metrics.json of ``grace eval expansion`` from the papers' runs."""
+    """metrics.json of ``grace eval expansion`` from the papers' runs. The headline confusion
+    matrices are over out-of-distribution response claims (first seen in round ≥ 1, as the
+    paper's Figure 2); ``all_response_claims`` holds the same figures over every response claim."""
     n_questions = sum(len(r.baselines["full_paper"]) for r in runs)
-    truth = pl.concat([r.truth for r in runs if r.truth is not None]) if any(r.truth is not None for r in runs) else None
+    truth = pl.concat([r.truth for r in runs]) if all(r.truth is not None for r in runs) else None
+    first = pl.concat([r.first_round for r in runs if r.first_round is not None])
+    ood = first.filter(pl.col("round") >= 1).select("doc_id", "claim_id")
     out_rounds = []
     for k in range(rounds + 1):
         scores = pl.concat([r.scores[k] for r in runs])
-        m = round_metrics(scores, pl.concat([r.decisions[k] for r in runs]), pl.concat([r.cascaded[k] for r in runs]))
+        m = round_metrics(scores, pl.concat([r.decisions[k] for r in runs]), pl.concat([r.cascaded[k] for r in runs]), documents=len(runs))
         answers = [a for r in runs for a in r.answers[k]]
         response = scores.filter(pl.col("from_response"))
+        ood_now = response.join(ood, on=["doc_id", "claim_id"], how="semi")
         out_rounds.append({
             "round": k,
             "qa_accuracy": _mean(answers, "correct"),
@@ -331,28 +363,23 @@ def summarise(runs: list[PaperRun], rounds: int) -> dict:
             "yield": m["yield"] if k else None, "yield_decided": m["yield_decided"] if k else None,
             "cascade": m["cascade"] if k else None,
             "grounding_precision": grounding_precision(response, truth) if truth is not None else None,
+            "grounding_precision_ood": grounding_precision(ood_now, truth) if truth is not None and k else None,
             "claims": m["claims"], "grounded": m["grounded"], "boundary": m["boundary"], "refuted": m["refuted"],
             "deferred": m["deferred"], "confirmed": m["confirmed"], "rejected": m["rejected"],
         })
     final = pl.concat([r.scores[-1] for r in runs]).filter(pl.col("from_response")).select("doc_id", "claim_id", "status")
     verdicts = pl.concat([r.final_verdicts for r in runs if r.final_verdicts is not None])
-    result = {
+    return {
         "n_papers": len(runs),
         "n_questions": n_questions,
         "rounds": out_rounds,
         "baselines": {
             name: _mean([a for r in runs for a in r.baselines[name]], "correct") for name in ("abstract_only", "full_paper")
         },
-        "confusion_verifier": confusion(final, verdicts, "verdict", VERDICT_ORDER),
-        "confusion_truth": None,
-        "hallucinations_kept_out": None,
+        **_final_figures(final.join(ood, on=["doc_id", "claim_id"], how="semi"), verdicts, truth),
+        "all_response_claims": _final_figures(final, verdicts, truth),
+        "spend_cap_reached": any(r.spend_cap_reached for r in runs),
     }
-    if truth is not None:
-        labelled = truth.with_columns(truth=pl.when(pl.col("is_true")).then(pl.lit("true")).otherwise(pl.lit("hallucinated")))
-        result["confusion_truth"] = matrix = confusion(final, labelled, "truth", TRUTH_ORDER)
-        n_false = sum(row["hallucinated"] for row in matrix.values())
-        result["hallucinations_kept_out"] = (n_false - matrix["grounded"]["hallucinated"]) / n_false if n_false else None
-    return result
 
 
 def expansion_papers(batch: DocumentBatch) -> list[str]:
@@ -366,14 +393,13 @@ def expansion_papers(batch: DocumentBatch) -> list[str]:
 
 
 def evaluate_expansion(batch: DocumentBatch, roles: ModelRoles, params: ScoringParams, *, rounds: int = 3, budget: float = 3.0,
-                       quorum: int = 1, context_passages: int = 3, truth_known: bool = True,
-                       progress: Callable[[int], None] | None = None) -> dict:
+                       context_passages: int = 3, progress: Callable[[int], None] | None = None) -> dict:
     """Run the protocol on every paper of ``batch`` one after the other; ``progress(1)`` after
     each paper. ``budget`` is in review-cost units per paper and round."""
+    roles.start_round(0)
     runs = []
     for doc_id in expansion_papers(batch):
-        runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, quorum=quorum,
-                              context_passages=context_passages, truth_known=truth_known))
+        runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, context_passages=context_passages))
         if progress is not None:
             progress(1)
     return summarise(runs, rounds)

@@ -25,13 +25,16 @@ def qa_records(metrics: dict) -> pl.DataFrame:
 def expansion_records(metrics: dict) -> pl.DataFrame:
     """``round, name, metric, value`` of a ``grace eval expansion`` metrics object: the figures
     of each round (name ``round``), the baselines (name ``baseline``), each confusion cell
-    (name ``confusion_verifier`` / ``confusion_truth``, metric ``status/label``) and the run's
-    counts (name ``run``)."""
-    rows = _rows("run", {k: metrics[k] for k in ("n_papers", "n_questions", "hallucinations_kept_out")})
+    (name ``confusion_verifier`` / ``confusion_truth`` over out-of-distribution claims, the same
+    prefixed ``all_response_claims/`` over all response claims; metric ``status/label``) and the
+    run's counts (name ``run``; ``spend_cap_reached`` as 0/1)."""
+    rows = _rows("run", {k: metrics[k] for k in ("n_papers", "n_questions", "hallucinations_kept_out", "spend_cap_reached")})
+    rows += _rows("all_response_claims", {"hallucinations_kept_out": metrics["all_response_claims"]["hallucinations_kept_out"]})
     for r in metrics["rounds"]:
         rows += _rows("round", {k: v for k, v in r.items() if k != "round"}, r["round"])
     rows += _rows("baseline", metrics["baselines"])
-    for name in ("confusion_verifier", "confusion_truth"):
-        for status, cells in (metrics[name] or {}).items():
-            rows += _rows(name, {f"{status}/{label}": n for label, n in cells.items()})
+    for prefix, figures in (("", metrics), ("all_response_claims/", metrics["all_response_claims"])):
+        for name in ("confusion_verifier", "confusion_truth"):
+            for status, cells in (figures[name] or {}).items():
+                rows += _rows(prefix + name, {f"{status}/{label}": n for label, n in cells.items()})
     return pl.DataFrame(rows, schema=RECORD_COLUMNS)

@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from flows.settings import build_settings
 from grace_core.claims import claim_id
 from grace_core.documents import parse_batch
+import grace_core.evaluation.expansion as expansion_module
+import grace_core.review as review_module
 from grace_core.evaluation.expansion import hallucinated_claims, run_paper, split_paper, summarise
 from grace_core.evaluation.records import expansion_records
 from grace_core.models.corruption import corrupt
@@ -104,19 +106,23 @@ def test_two_worker_processes_give_the_same_figures(two_papers, tmp_path: Path) 
 
 
 def test_records_hold_every_figure() -> None:
+    matrix = {"grounded": {"confirm": 4, "reject": 1, "abstain": 0}}
     metrics = {
-        "n_papers": 1, "n_questions": 2, "hallucinations_kept_out": 0.5,
+        "n_papers": 1, "n_questions": 2, "hallucinations_kept_out": 0.5, "spend_cap_reached": False,
         "rounds": [{"round": 0, "qa_accuracy": 0.5, "pcr": 0.25, "kf": 3.0, "yield": None, "cascade": None, "grounding_precision": 1.0}],
         "baselines": {"abstract_only": 0.0, "full_paper": 0.5},
-        "confusion_verifier": {"grounded": {"confirm": 4, "reject": 1, "abstain": 0}},
-        "confusion_truth": None,
+        "confusion_verifier": matrix, "confusion_truth": None,
+        "all_response_claims": {"confusion_verifier": matrix, "confusion_truth": None, "hallucinations_kept_out": 0.25},
     }
     rows = expansion_records(metrics)
     assert rows.filter(pl.col("name") == "round").height == 6
     assert rows.filter((pl.col("metric") == "yield"))["value"].to_list() == [None]
-    assert rows.filter(pl.col("name") == "confusion_verifier").sort("metric")["metric"].to_list() == [
-        "grounded/abstain", "grounded/confirm", "grounded/reject"]
+    for name in ("confusion_verifier", "all_response_claims/confusion_verifier"):
+        assert rows.filter(pl.col("name") == name).sort("metric")["metric"].to_list() == [
+            "grounded/abstain", "grounded/confirm", "grounded/reject"]
     assert rows.filter(pl.col("metric") == "full_paper")["value"].to_list() == [0.5]
+    assert rows.filter(pl.col("metric") == "spend_cap_reached")["value"].to_list() == [0.0]
+    assert sorted(rows.filter(pl.col("metric") == "hallucinations_kept_out")["value"].to_list()) == [0.25, 0.5]
 
 
 def test_split_paper_reveals_every_held_out_section_once(shared_data: Path) -> None:
@@ -158,20 +164,23 @@ def test_hallucinated_claims_are_those_only_the_corrupted_sentence_has() -> None
     assert corrupted is not None
     table = pl.DataFrame({"doc_id": ["d"], "source_id": ["r:1"], "corrupted": [corrupted.corrupted], "original": [original], "kind": ["number"]})
     false = set(hallucinated_claims(table, roles)["claim_id"])
-    bad = set(roles.decomposer.decompose([corrupted.corrupted])[0].claims)
-    good = set(roles.decomposer.decompose([original])[0].claims)
-    assert false == {claim_id("d", c) for c in bad - good} and false
+    bad = roles.decomposer.decompose([corrupted.corrupted])[0].claims
+    good = roles.decomposer.decompose([original])[0].claims
+    assert len(bad) == len(good) == 2  # the sentence splits at ", while"
+    changed = [c for c in bad if corrupted.after in c]
+    # exactly the clause holding the changed number is false; the other clause is still true
+    assert false == {claim_id("d", c) for c in changed} and len(false) == 1
     assert not false & {claim_id("d", c) for c in good}
 
 
 def test_no_hallucinations_and_no_budget(shared_data: Path) -> None:
     """Rate 0: every response claim is true (precision 1 when anything is grounded); budget 0:
-    nothing is deferred, nothing promoted, so the graph's only sources are priors and responses."""
+    nothing is deferred, so nothing is confirmed, rejected or cascaded."""
     settings = build_settings(hallucination_rate=0.0)
     roles = build_roles(settings)
     batch = parse_batch(qasper_lines(shared_data, 1), "dev")
     doc_id = batch.documents["doc_id"][0]
-    run = run_paper(batch, doc_id, roles, settings, rounds=2, budget=0.0, context_passages=settings.context_passages)
+    run = run_paper(batch, doc_id, roles, settings, rounds=2, budget=0.0)
     assert run.truth is not None and run.truth["is_true"].all()
     assert all(d.height == 0 for d in run.decisions)
     m = summarise([run], 2)
@@ -194,3 +203,62 @@ def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: l
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("grace: error:") and message in lines[0], res.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "lake").exists()
+
+
+def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a generous budget, on real papers: confirmed claims are Grounded at the end of
+    their round, rejected ones Refuted and never deferred again, cascaded claims were not
+    reviewed in their round, and the judge never sees a (source, claim) pair twice."""
+    seen: list[tuple[str, str, str]] = []
+    real = expansion_module.judge_pairs
+
+    def recording(pairs: pl.DataFrame, roles, *, round_id: int) -> pl.DataFrame:
+        seen.extend(pairs.select("doc_id", "source_id", "claim_id").iter_rows())
+        return real(pairs, roles, round_id=round_id)
+
+    monkeypatch.setattr(expansion_module, "judge_pairs", recording)
+    monkeypatch.setattr(review_module, "judge_pairs", recording)
+    settings = build_settings(hallucination_rate=0.2)
+    roles = build_roles(settings)
+    batch = parse_batch(qasper_lines(shared_data, 3), "dev")
+    decided_any = {"confirm": 0, "reject": 0}
+    for doc_id in batch.documents["doc_id"]:
+        run = run_paper(batch, doc_id, roles, settings, rounds=3, budget=100.0)
+        done: set[str] = set()
+        for k in range(1, 4):
+            status = dict(zip(run.scores[k]["claim_id"], run.scores[k]["status"], strict=True))
+            decisions = run.decisions[k]
+            assert not set(decisions["claim_id"]) & done, "a decided claim was deferred again"
+            for cid, decision in decisions.select("claim_id", "decision").iter_rows():
+                if decision == "confirm":
+                    assert status[cid] == "grounded"
+                elif decision == "reject":
+                    assert status[cid] == "refuted"
+                if decision in decided_any:
+                    decided_any[decision] += 1
+                    done.add(cid)
+            cascaded = set(run.cascaded[k]["claim_id"])
+            assert not cascaded & set(decisions["claim_id"])
+            assert all(status[c] == "grounded" for c in cascaded)
+        assert run.final_verdicts is not None and set(run.final_verdicts["claim_id"]) <= set(run.truth["claim_id"])
+    assert decided_any["confirm"] > 0 and decided_any["reject"] > 0
+    assert len(seen) == len(set(seen)) > 0
+
+
+def test_short_papers_run_every_round(shared_data: Path) -> None:
+    """A paper with no abstract, and one with fewer held-out sections than rounds: late rounds
+    add nothing and the protocol still reports every round."""
+    paper = json.loads(qasper_lines(shared_data, 1).splitlines()[0])
+    short = {**paper, "id": "short", "sections": paper["sections"][:2]}  # Introduction + one held-out section
+    bare = {**paper, "id": "bare", "abstract": ""}
+    batch = parse_batch("\n".join(json.dumps(p) for p in (short, bare)).encode(), "synthetic")
+    settings = build_settings(hallucination_rate=0.2)
+    roles = build_roles(settings)
+    split = split_paper(batch, "short", 3)
+    assert [b.height for b in split.batches] == [1, 0, 0]
+    assert split_paper(batch, "bare", 3).abstract == paper["title"]
+    runs = [run_paper(batch, d, roles, settings, rounds=3, budget=3.0) for d in ("short", "bare")]
+    short_run = runs[0]
+    assert short_run.scores[2].height == short_run.scores[3].height  # nothing revealed in rounds 2 and 3
+    m = summarise(runs, 3)
+    assert [r["round"] for r in m["rounds"]] == [0, 1, 2, 3] and m["n_papers"] == 2
