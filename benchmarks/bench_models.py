@@ -70,8 +70,8 @@ def main() -> None:
     with args.data.open(encoding="utf-8") as fh:
         papers = [json.loads(line) for _, line in zip(range(args.papers), fh, strict=False)]
 
-    responder = OfflineResponder(OfflineEmbedder(threads=args.threads, batch_size=cfg.embed_batch_size), cfg)
-    embedder = OfflineEmbedder(threads=args.threads, batch_size=cfg.embed_batch_size)
+    responder = OfflineResponder(OfflineEmbedder.from_config(cfg), cfg)
+    embedder = OfflineEmbedder.from_config(cfg)
     decomposer, judge = OfflineDecomposer(), OfflineJudge(embedder, cfg)
     t = {"respond": 0.0, "decompose": 0.0, "embed": 0.0, "judge": 0.0}
     n_sources = n_claims = n_pairs = 0

@@ -175,8 +175,7 @@ def main() -> None:
 
     t0 = time.perf_counter()
     papers = load_papers(args.data, args.papers or None)
-    cfg = ModelConfig()
-    embedder = OfflineEmbedder(threads=args.threads, batch_size=cfg.embed_batch_size)
+    embedder = OfflineEmbedder.from_config(ModelConfig(torch_threads=args.threads))
     scorer = SupportScorer(embedder)
     pairs = build_pairs(papers, args.seed)
     supports = scorer.support([p.source for p in pairs], [[p.claim] for p in pairs], floor=-1.0, contradict_similarity=-1.0)

@@ -52,7 +52,11 @@ class ModelConfig(BaseModel):
     output_cost_per_token: float | None = Field(None, ge=0, description="USD per completion token for models litellm has no price for.")
     seed: int = Field(0, description="Seed of every sampled choice (offline responder, hallucinations, litellm seed).")
 
-    embed_batch_size: int = Field(8, ge=1, description="Texts per forward pass of the offline embedder (8 is fastest on CPU).")
+    embed_batch_size: int = Field(32, ge=1, description="Most texts in one forward pass of the offline embedder.")
+    embed_batch_tokens: int = Field(
+        512, ge=1, description="Most padded tokens in one forward pass of the offline embedder (texts go in sorted by "
+        "token count; 512 is fastest on CPU, ~10% over a fixed 8 texts)."
+    )
     embed_cache_size: int = Field(200_000, ge=0, description="Embeddings kept in memory, keyed by text hash.")
     torch_threads: int | None = Field(
         1, ge=1, description="torch threads of the offline embedder (None: OMP_NUM_THREADS, else every core). "

@@ -83,7 +83,7 @@ def build_roles(
 
         embedder: Embedder = LiteLLMEmbedder(client, config.embedder_model)
     else:
-        embedder = OfflineEmbedder(threads=config.torch_threads, batch_size=config.embed_batch_size, cache_size=config.embed_cache_size)
+        embedder = OfflineEmbedder.from_config(config)
 
     if client is None:
         return ModelRoles(

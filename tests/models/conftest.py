@@ -23,7 +23,7 @@ def offline_config() -> ModelConfig:
 @pytest.fixture(scope="session")
 def embedder(offline_config: ModelConfig) -> OfflineEmbedder:
     """The packaged all-MiniLM-L6-v2, loaded once for the whole session."""
-    return OfflineEmbedder(threads=offline_config.torch_threads, batch_size=offline_config.embed_batch_size)
+    return OfflineEmbedder.from_config(offline_config)
 
 
 @pytest.fixture(scope="session")
