@@ -53,6 +53,8 @@ def ask(
         console.print("[bold]Answer:[/bold] unanswerable from the grounded knowledge (abstained)")
     else:
         console.print(f"[bold]Answer:[/bold] {result.answer.text}")
+        if result.answer.evidence and result.answer.evidence != result.answer.text:
+            console.print(f"[bold]Because:[/bold] {result.answer.evidence}")
     table = Table(title="Context used (best first)")
     for col in ("doc_id", "kind", "score", "cos", "ĈC", "text"):
         table.add_column(col, overflow="fold")

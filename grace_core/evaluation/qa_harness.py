@@ -17,8 +17,9 @@ Metrics per condition: accuracy, answerability (share of questions attempted) an
 QASPER lines, Answer-F1 and Evidence-F1 (:mod:`grace_core.evaluation.qasper_metrics`). An
 abstention is the prediction "Unanswerable" with no evidence, as the QASPER evaluator scores
 it. QASPER accuracy: a question counts as correct when its Answer-F1 ≥ 0.5. Predicted
-evidence: the context paragraph that holds the answer (the paragraph containing the answer
-text, else the one with the highest token F1 to it). QuALITY accuracy: exact match on the
+evidence: the context paragraph that holds the answer's evidence sentence (or, when the
+answerer names none, its text): the paragraph containing it, else the one with the highest
+token F1 to it. QuALITY accuracy: exact match on the
 option; Answer-F1 and Evidence-F1 are None.
 """
 
@@ -185,7 +186,7 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
                 row = {"doc_id": doc_id, "question_id": qid, "condition": name, "attempted": attempted}
                 if dataset == "qasper":
                     text = ans.text if attempted else UNANSWERABLE
-                    evidence = answer_paragraph(text, ctx_pars) if attempted else []
+                    evidence = answer_paragraph(ans.evidence or text, ctx_pars) if attempted else []
                     a_f1, e_f1 = score_question(text, evidence, gold)
                     t.answer_f1 += a_f1
                     t.evidence_f1 += e_f1

@@ -121,7 +121,8 @@ class AnswerRequest:
 @dataclass(frozen=True, slots=True)
 class Answer:
     """An answer: free text, or the 0-based ``option`` for multiple choice. ``abstained`` means
-    "unanswerable" (``text`` and ``option`` are then None). ``score`` is the offline confidence."""
+    "unanswerable" (``text`` and ``option`` are then None). ``score`` is the offline confidence;
+    ``evidence`` the context sentence the answer rests on, when the answerer names one."""
 
     text: str | None
     option: int | None
@@ -129,6 +130,7 @@ class Answer:
     score: float | None = None
     outcome: Outcome = "ok"
     error: str | None = None
+    evidence: str | None = None
 
 
 @runtime_checkable

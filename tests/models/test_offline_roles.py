@@ -136,9 +136,24 @@ def test_answerer_extracts_abstains_and_scores_options(embedder: OfflineEmbedder
         AnswerRequest("What is the capital city of Peru?", DOC),
         AnswerRequest("Which optimizer trains the tagger?", DOC, options=("Stochastic gradient descent", "Adam", "Adagrad")),
     ])
-    assert not found.abstained and found.text == "It reaches an F1 score of 91.2 on the test set."
+    assert not found.abstained and found.text == found.evidence == "It reaches an F1 score of 91.2 on the test set."
     assert none.abstained and none.text is None and none.score < cfg.answer_min_score
     assert choice.option == 1 and not choice.abstained
+
+
+def test_answerer_says_yes_or_no_to_polar_questions(embedder: OfflineEmbedder, cfg: ModelConfig) -> None:
+    from grace_core.models.offline_answerer import is_polar
+
+    assert is_polar("Do they use character embeddings?") and is_polar("is the tagger trained with Adam?")
+    assert not is_polar("Is the tagger trained with Adam or SGD?") and not is_polar("What does the tagger use?")
+    negated, plain, open_ = OfflineAnswerer(embedder, cfg).answer([
+        AnswerRequest("Does the tagger use character embeddings?", DOC),
+        AnswerRequest("Is the tagger trained with the Adam optimizer?", DOC),
+        AnswerRequest("How many epochs is the tagger trained for?", DOC),
+    ])
+    assert (negated.text, negated.evidence) == ("No", "The tagger does not use character embeddings.")
+    assert (plain.text, plain.evidence) == ("Yes", "The tagger is trained for 10 epochs with the Adam optimizer.")
+    assert open_.text == open_.evidence == "The tagger is trained for 10 epochs with the Adam optimizer."
 
 
 def test_offline_factory_builds_offline_roles_without_litellm(cfg: ModelConfig) -> None:
