@@ -152,7 +152,9 @@ def promote_and_cascade(settings: GraceSettings, round_id: int, now: datetime) -
     edges = pl.concat([promo.edges, cascaded]).with_columns(round=pl.lit(round_id, pl.Int32))
     lake.commit(key, {"sources": new_sources, "edges": edges, "llm_calls": cache.pending(),
                       "rounds": stage_row(round_id, "verdicts", started, new_sources["doc_id"].n_unique())})
-    return {"promoted": new_sources.height, "rejected": promo.rejected.height, "cascade_edges": cascaded.height}
+    labels = cascaded["label"]
+    return {"promoted": new_sources.height, "rejected": promo.rejected.height,
+            "cascade_entails": int((labels == "entails").sum()), "cascade_contradicts": int((labels == "contradicts").sum())}
 
 
 @flow(name="ingest_verdicts", log_prints=True)

@@ -82,13 +82,18 @@ def promote(decisions: pl.DataFrame, claims: pl.DataFrame) -> Promotion:
 
 
 def cascade_candidates(new_sources: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
-    """Pairs for the judge: each newly verified prior × the Boundary claims of its document
-    (other than the claim it came from). ``scores`` has ``doc_id, claim_id, status``."""
-    boundary = scores.filter(pl.col("status") == "boundary").select("doc_id", pl.col("claim_id").alias("target_id"))
+    """Pairs for the judge: each newly verified prior × the Boundary claims of its document,
+    leaving out every claim verified in the same promotion (reviewers decided those; a
+    contradiction between two of them must not undo a confirm). ``scores`` has ``doc_id,
+    claim_id, status``."""
+    boundary = (
+        scores.filter(pl.col("status") == "boundary").select("doc_id", "claim_id")
+        .join(new_sources.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
+        .rename({"claim_id": "target_id"})
+    )
     return (
-        new_sources.select("doc_id", "source_id", "claim_id")
+        new_sources.select("doc_id", "source_id")
         .join(boundary, on="doc_id")
-        .filter(pl.col("target_id") != pl.col("claim_id"))
         .select("doc_id", "source_id", pl.col("target_id").alias("claim_id"))
     )
 

@@ -74,7 +74,7 @@ def _partitions(name: str, table: pa.Table) -> list[tuple[int | None, pa.Table]]
     return [(r, table.filter(pc.equal(table.column(ROUND), r))) for r in sorted(rounds)]
 
 
-def _write_table(store: Store, name: str, table: pa.Table) -> list[FileEntry]:
+def _write_table(store: Store, name: str, table: pa.Table) -> list[tuple[FileEntry, bytes]]:
     spec = table_spec(name)
     entries = []
     for rnd, part in _partitions(name, table):
@@ -82,7 +82,7 @@ def _write_table(store: Store, name: str, table: pa.Table) -> list[FileEntry]:
         folder = f"tables/{name}" if rnd is None else f"tables/{name}/round={rnd}"
         path = f"{folder}/part-{hashlib.sha256(data).hexdigest()[:32]}.parquet"
         store.write_bytes(path, data)  # even when present: a fresh write keeps it out of a vacuum's reach
-        entries.append(FileEntry(name, path, part.num_rows, len(data), rnd, spec.version))
+        entries.append((FileEntry(name, path, part.num_rows, len(data), rnd, spec.version), data))
     return entries
 
 
@@ -99,15 +99,19 @@ def commit_tables(store: Store, manifest: Manifest, key: str, tables: Mapping[st
     if done is not None:
         return CommitResult(key, cid, False, done.files)
     conformed = {name: conform(name, data) for name, data in tables.items()}
-    files: list[FileEntry] = []
+    written: list[tuple[FileEntry, bytes]] = []
     for name, table in conformed.items():
         if table.num_rows:
-            files += _write_table(store, name, table)
-    rec = CommitRecord(cid, key, datetime.now(timezone.utc).isoformat(), tuple(files))
+            written += _write_table(store, name, table)
+    rec = CommitRecord(cid, key, datetime.now(timezone.utc).isoformat(), tuple(f for f, _ in written))
     if not store.create_bytes(record_path(cid), rec.to_json()):
         winner = manifest.record(key)
         if winner is None:
             raise LakeError(f"lake {store.uri}: commit {key!r} was both present and absent (record {record_path(cid)})")
         return CommitResult(key, cid, False, winner.files)
+    for entry, data in written:
+        # a vacuum that listed an identical orphan before this writer rewrote it may have deleted it since
+        if not store.exists(entry.path):
+            store.write_bytes(entry.path, data)
     manifest.add(rec)
     return CommitResult(key, cid, True, rec.files)

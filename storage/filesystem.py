@@ -85,6 +85,10 @@ class Store(ABC):
         folder does not exist)."""
 
     @abstractmethod
+    def modified(self, rel: str) -> datetime | None:
+        """When ``rel`` was last written (UTC), or ``None`` when it does not exist."""
+
+    @abstractmethod
     def exists(self, rel: str) -> bool:
         """Whether the finished file ``rel`` exists."""
 
@@ -179,6 +183,12 @@ class LocalStore(Store):
                 rel = path.relative_to(self.root).as_posix()
                 out.append(StoredFile(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, timezone.utc)))
         return sorted(out, key=lambda f: f.rel)
+
+    def modified(self, rel: str) -> datetime | None:
+        try:
+            return datetime.fromtimestamp(self._path(rel).stat().st_mtime, timezone.utc)
+        except FileNotFoundError:
+            return None
 
     def exists(self, rel: str) -> bool:
         return self._path(rel).is_file()
@@ -315,18 +325,20 @@ class S3Store(Store):
             raise self._fail("list", rel_dir, exc) from None
         return sorted(out, key=lambda f: f.rel)
 
-    def exists(self, rel: str) -> bool:
+    def modified(self, rel: str) -> datetime | None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            self._s3.head_object(Bucket=self.bucket, Key=self._key(rel))
-            return True
+            return self._s3.head_object(Bucket=self.bucket, Key=self._key(rel))["LastModified"].astimezone(timezone.utc)
         except ClientError as exc:
             if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                return False
+                return None
             raise self._fail("read", rel, exc) from None
         except BotoCoreError as exc:
             raise self._fail("read", rel, exc) from None
+
+    def exists(self, rel: str) -> bool:
+        return self.modified(rel) is not None
 
     def delete(self, rel: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

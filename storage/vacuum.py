@@ -5,7 +5,10 @@ only cost space; vacuum deletes them once they are older than a grace period.
 The grace period protects writers at work: a writer writes its files, then creates its
 record, and rewrites a file even when identical bytes already exist, so a file that a running
 writer is about to commit is always fresh. Files are listed *before* the committed state is
-read, so a commit that completes in between is seen and its files are kept.
+read, so a commit that completes in between is seen and its files are kept; each file's age
+is checked again just before it is deleted. The one remaining race (a writer rewrites an old
+orphan after that check and commits it before the delete lands) is healed by the writer: after
+creating its record it checks that every file it names exists and rewrites any that does not.
 """
 
 from __future__ import annotations
@@ -43,8 +46,16 @@ def vacuum(lake: Lake, *, grace: timedelta, now: datetime, dry_run: bool = False
     listed = lake.store.list_tree(TABLES_DIR)
     named = {f.path for rec in lake.manifest.state().records.values() for f in rec.files}
     unnamed = [f for f in listed if f.rel not in named]
-    orphans = tuple(f for f in unnamed if f.modified < now - grace)
-    if not dry_run:
-        for f in orphans:
-            lake.store.delete(f.rel)
+    cutoff = now - grace
+    old = [f for f in unnamed if f.modified < cutoff]
+    if dry_run:
+        orphans = tuple(old)
+    else:
+        deleted = []
+        for f in old:
+            current = lake.store.modified(f.rel)
+            if current is not None and current < cutoff:  # not rewritten since the listing
+                lake.store.delete(f.rel)
+                deleted.append(f)
+        orphans = tuple(deleted)
     return VacuumReport(orphans, len(unnamed) - len(orphans), len(listed) - len(unnamed), dry_run)

@@ -101,6 +101,17 @@ def test_promotion_and_cascade_change_statuses_as_designed() -> None:
     assert status == {"g": "grounded", "x": "grounded", "y": "grounded", "z": "refuted", "w": "refuted"}
 
 
+def test_claims_confirmed_together_are_not_cascade_targets_of_each_other() -> None:
+    """Two claims confirmed in one promotion: neither is judged against the other, so a
+    contradiction between them cannot turn a confirmed claim contested (Boundary)."""
+    decisions = pl.DataFrame({"doc_id": ["d"] * 2, "claim_id": ["x", "w"], "decision": ["confirm", "confirm"]})
+    claims = pl.DataFrame({"doc_id": ["d"] * 3, "claim_id": ["x", "w", "y"], "text": ["X.", "W.", "Y."]})
+    promo = promote(decisions, claims)
+    scores = pl.DataFrame({"doc_id": ["d"] * 3, "claim_id": ["x", "w", "y"], "status": ["boundary"] * 3})
+    pairs = cascade_candidates(promo.sources, scores)
+    assert sorted(pairs.select("source_id", "claim_id").iter_rows()) == [("v:w", "y"), ("v:x", "y")]
+
+
 def test_round_metrics() -> None:
     scores = pl.DataFrame({
         "doc_id": ["a", "a", "a", "b", "b"], "claim_id": ["1", "2", "3", "4", "5"],

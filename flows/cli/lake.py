@@ -94,8 +94,9 @@ def ingest(
 @app.command("vacuum")
 def vacuum(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
-    older_than_hours: float = typer.Option(24.0, "--older-than-hours", min=0,
-                                           help="Grace period: only files untouched this long are deleted."),
+    older_than_hours: float = typer.Option(24.0, "--older-than-hours", min=1,
+                                           help="Grace period: only files untouched this long are deleted (at least 1 hour, "
+                                           "so that no running writer's files are touched)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted, delete nothing."),
 ) -> None:
     """Delete the files of writers killed before their commit (no commit names them) once they

@@ -83,12 +83,40 @@ def test_cli_vacuum(local_config: LakeConfig, tmp_path: Path) -> None:
     lake = Lake.open(local_config)
     lake.commit("base", {"claims": claims(2, 2, 1)})
     killed_writer(local_config, "record")
-    res = subprocess.run([GRACE, "vacuum", "--lake", local_config.lake, "--older-than-hours", "0", "--dry-run"],
-                         check=True, capture_output=True, text=True, timeout=120)
+    res = subprocess.run([GRACE, "vacuum", "--lake", local_config.lake], check=True, capture_output=True, text=True, timeout=120)
+    assert "deleted 0 orphaned file(s)" in res.stdout and "4 recent unnamed file(s)" in res.stdout, res.stdout
+    named = {f.path for r in lake.state().records.values() for f in r.files}
+    day_ago = (datetime.now(timezone.utc) - timedelta(hours=25)).timestamp()
+    for f in lake.store.list_tree("tables"):  # age every file; committed ones must survive anyway
+        os.utime(lake.store.file_uri(f.rel), (day_ago, day_ago))
+    res = subprocess.run([GRACE, "vacuum", "--lake", local_config.lake, "--dry-run"], check=True, capture_output=True, text=True, timeout=120)
     assert "would delete" in res.stdout and ".parquet" in res.stdout
-    res = subprocess.run([GRACE, "vacuum", "--lake", local_config.lake, "--older-than-hours", "0"],
-                         check=True, capture_output=True, text=True, timeout=120)
+    res = subprocess.run([GRACE, "vacuum", "--lake", local_config.lake], check=True, capture_output=True, text=True, timeout=120)
     assert "deleted 4 orphaned file(s)" in res.stdout.splitlines()[-1], res.stdout
+    assert {f.rel for f in lake.store.list_tree("tables")} == named
+    zero = subprocess.run([GRACE, "vacuum", "--lake", local_config.lake, "--older-than-hours", "0"], check=False, capture_output=True, text=True, timeout=120)
+    assert zero.returncode == 2  # no grace period below an hour
     assert Lake.open(local_config).read("claims").height == 4
     missing = subprocess.run([GRACE, "vacuum", "--lake", str(tmp_path / "nowhere")], check=False, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and missing.stderr.startswith("grace: error: no lake at")
+
+
+def test_a_commit_restores_a_file_vacuum_deleted_under_it(local_config: LakeConfig, monkeypatch) -> None:
+    """The race vacuum cannot close alone: it deletes an old identical orphan right after a
+    writer rewrote it, before the writer's record exists. The writer checks after its record
+    and writes the file again, so the lake never names a missing file."""
+    lake = Lake.open(local_config)
+    rows = claims(4, 3, 1)
+    store = lake.store
+    real_create = store.create_bytes
+
+    def create_after_a_vacuum(rel: str, data: bytes) -> bool:
+        for f in store.list_tree("tables"):
+            store.delete(f.rel)  # what a vacuum racing with this writer could do
+        return real_create(rel, data)
+
+    monkeypatch.setattr(store, "create_bytes", create_after_a_vacuum)
+    result = lake.commit("raced", {"claims": rows})
+    assert result.created and all(store.exists(f.path) for f in result.files)
+    back = Lake.open(local_config).read("claims")
+    assert back.height == rows.height and sorted(back["claim_id"]) == sorted(rows["claim_id"])
