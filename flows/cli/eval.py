@@ -98,9 +98,21 @@ NOT_RESULTS = frozenset({
 """Settings that cannot change an evaluation's figures (where things are, how fast, secrets)."""
 
 
+def core_fingerprint() -> str:
+    """A hash of grace_core's source files: figures of changed domain code are another run."""
+    import grace_core
+
+    root = Path(grace_core.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def result_settings(settings: GraceSettings, **options: object) -> dict:
-    """Every setting that can change the figures, plus the command's own options."""
-    return {**settings.model_dump(mode="json", exclude=set(NOT_RESULTS)), **options}
+    """Every setting that can change the figures, the command's own options, and the
+    fingerprint of the domain code."""
+    return {**settings.model_dump(mode="json", exclude=set(NOT_RESULTS)), **options, "grace_core": core_fingerprint()}
 
 
 def record_in_lake(settings: GraceSettings, records: pl.DataFrame, *, command: str, dataset: str, data: Path,
