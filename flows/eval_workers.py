@@ -32,11 +32,11 @@ def run_papers_in_workers(settings: GraceSettings, content: bytes, name: str, do
     """:func:`~grace_core.evaluation.expansion.run_paper` for each of ``doc_ids`` on ``workers``
     processes (one torch thread each); ``progress(1)`` as each paper finishes."""
     one_thread = settings.model_copy(update={"torch_threads": 1})
-    runs: list[PaperRun] = [PaperRun()] * len(doc_ids)
+    runs: dict[str, PaperRun] = {}
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
                              initargs=(one_thread, content, name)) as pool:
-        futures = {pool.submit(_run, doc_id, options): i for i, doc_id in enumerate(doc_ids)}
+        futures = {pool.submit(_run, doc_id, options): doc_id for doc_id in doc_ids}
         for future in as_completed(futures):
             runs[futures[future]] = future.result()
             progress(1)
-    return runs
+    return [runs[doc_id] for doc_id in doc_ids]

@@ -5,27 +5,30 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+import grace_core.evaluation.expansion as expansion_module
+import grace_core.review as review_module
 from flows.settings import build_settings
 from grace_core.claims import claim_id
 from grace_core.documents import parse_batch
-import grace_core.evaluation.expansion as expansion_module
-import grace_core.review as review_module
-from grace_core.evaluation.expansion import hallucinated_claims, run_paper, split_paper, summarise
+from grace_core.evaluation.expansion import (
+    hallucinated_claims,
+    run_paper,
+    split_paper,
+    summarise,
+)
 from grace_core.evaluation.records import expansion_records
 from grace_core.models.corruption import corrupt
 from grace_core.models.factory import build_roles
 from storage.config import LakeConfig
 from storage.lake import Lake
+from tests.evaluation.cli_errors import assert_refused
 
-GRACE = str(Path(sys.executable).parent / "grace")
 ROUND_KEYS = {"round", "qa_accuracy", "pcr", "kf", "yield", "cascade", "grounding_precision"}
 
 
@@ -197,12 +200,7 @@ def test_no_hallucinations_and_no_budget(shared_data: Path) -> None:
 def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: list[str], message: str) -> None:
     args = [a.replace("{quality}", str(shared_data / "quality" / "quality_dev_subset.jsonl"))
             .replace("{qasper}", str(shared_data / "qasper" / "qasper_dev.jsonl")) for a in args]
-    res = subprocess.run([GRACE, "eval", "expansion", *args, "--papers", "1", "--out", str(tmp_path / "out"), "--lake", str(tmp_path / "lake")],
-                         check=False, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("grace: error:") and message in lines[0], res.stderr
-    assert not (tmp_path / "out").exists() and not (tmp_path / "lake").exists()
+    assert_refused(["expansion", *args, "--papers", "1"], message, tmp_path)
 
 
 def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:

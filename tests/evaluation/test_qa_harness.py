@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from grace_core.evaluation.qa_harness import CONDITIONS
+from tests.evaluation.cli_errors import assert_refused
 
-GRACE = str(Path(sys.executable).parent / "grace")
 KEYS = {"name", "accuracy", "answerability", "answer_f1", "evidence_f1"}
 
 
@@ -49,8 +47,8 @@ def test_qasper_two_papers(shared_data: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     metrics = check_outputs(tmp_path, "qasper")
     # the same figures are in the lake, one row per condition and figure
-    from storage.lake import Lake
     from storage.config import LakeConfig
+    from storage.lake import Lake
 
     rows = Lake.open(LakeConfig(lake=str(tmp_path / "lake"))).query(
         "SELECT name, metric, value FROM evaluations WHERE command = 'qa' AND dataset = 'qasper'")
@@ -87,12 +85,7 @@ def test_quality_one_article(shared_data: Path, tmp_path: Path) -> None:
 ])
 def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: list[str], message: str) -> None:
     args = [a.replace("{qasper}", str(shared_data / "qasper" / "qasper_dev.jsonl")) for a in args]
-    res = subprocess.run([GRACE, "eval", "qa", *args, "--limit", "1", "--out", str(tmp_path / "out"), "--lake", str(tmp_path / "lake")],
-                         check=False, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("grace: error:") and message in lines[0], res.stderr
-    assert not (tmp_path / "out").exists() and not (tmp_path / "lake").exists()
+    assert_refused(["qa", *args, "--limit", "1"], message, tmp_path)
 
 
 def test_answer_paragraph_is_the_one_holding_the_answer() -> None:
