@@ -34,12 +34,14 @@ def _score_doc(doc, rows, w, delta_refute, lambda_c, lambda_n, k, delta, rejecte
     priors_kinds = {"prior", "verified"}
     kind = {}
     claims = set()
-    in_p, contra = set(), set()
+    in_p, contra, disputed = set(), set(), set()
     for r in rows:
         kind[r["source_id"]] = r["source_kind"]
         claims.add(r["claim_id"])
         if r["source_kind"] in priors_kinds:
             (in_p if r["label"] == "entails" else contra).add(r["claim_id"])
+        elif r["label"] == "contradicts":
+            disputed.add(r["claim_id"])
     rej = {c for (d, c) in rejected if d == doc}
     G = nx.Graph()
     G.add_nodes_from(("s", s) for s in kind)
@@ -62,7 +64,7 @@ def _score_doc(doc, rows, w, delta_refute, lambda_c, lambda_n, k, delta, rejecte
     med = statistics.median(cc.values())
     status = {}
     for c in claims:
-        if c in rej or (c in contra and c not in in_p) or (c not in in_p and cc[c] < delta_refute * med * (1 - 1e-9)):
+        if c in rej or (c in contra and c not in in_p) or (c not in in_p and c in disputed and cc[c] < delta_refute * med * (1 - 1e-9)):
             status[c] = "refuted"
         elif c in in_p and c not in contra:
             status[c] = "grounded"

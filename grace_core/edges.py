@@ -64,12 +64,15 @@ def claim_flags(edges: pl.DataFrame, rejected: pl.DataFrame | None = None, claim
 
     - ``in_prior``: some prior (document passage or verified claim) entails the claim (c ∈ C_P);
     - ``contradicted``: some prior contradicts it;
+    - ``response_contradicted``: some sampled response contradicts it (the low-closeness
+      refutation of DESIGN §3 needs it);
     - ``rejected``: reviewers rejected it (``rejected`` lists ``doc_id, claim_id``).
     """
     is_prior = pl.col("source_kind").is_in(PRIOR_KINDS)
     flags = edges.group_by("doc_id", "claim_id").agg(
         in_prior=(is_prior & (pl.col("label") == "entails")).any(),
         contradicted=(is_prior & (pl.col("label") == "contradicts")).any(),
+        response_contradicted=((pl.col("source_kind") == "response") & (pl.col("label") == "contradicts")).any(),
     )
     if claims is not None:
         keys = claims.select(pl.col("doc_id").cast(pl.Utf8), pl.col("claim_id").cast(pl.Utf8)).unique()
@@ -78,7 +81,7 @@ def claim_flags(edges: pl.DataFrame, rejected: pl.DataFrame | None = None, claim
     if rejected is not None:
         rej = rejected.select(pl.col("doc_id").cast(pl.Utf8), pl.col("claim_id").cast(pl.Utf8)).unique()
     return flags.join(rej.with_columns(rejected=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
-        pl.col("in_prior", "contradicted", "rejected").fill_null(False)
+        pl.col("in_prior", "contradicted", "response_contradicted", "rejected").fill_null(False)
     )
 
 

@@ -27,7 +27,7 @@ class ScoringParams(BaseModel):
     k: float = Field(10.0, gt=0, description="Steepness of the confidence sigmoid.")
     delta: float = Field(0.5, description="Midpoint of the confidence sigmoid.")
     epsilon: float = Field(0.01, gt=0, description="Floor of the embedding part of a review's cost.")
-    mu: float = Field(0.01, ge=0, description="Cost per expected review second.")
+    mu: float = Field(0.002, ge=0, description="Cost per expected review second (DESIGN §4: 30 s of human review add 0.06).")
     review_seconds: float = Field(30.0, ge=0, description="Expected seconds per claim for human reviewers with no history.")
     alpha: float = Field(0.5, ge=0, le=1, description="Retrieval mix of query similarity and closeness.")
 

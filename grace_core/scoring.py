@@ -47,7 +47,9 @@ def score_edges(
     is_claim = kind == "claim"
     is_prior = np.isin(kind, PRIOR_KINDS)
     is_response = kind == "response"
-    in_prior, contradicted, rejected_arr = (nodes[c].fill_null(False).to_numpy() for c in ("in_prior", "contradicted", "rejected"))
+    in_prior, contradicted, disputed, rejected_arr = (
+        nodes[c].fill_null(False).to_numpy() for c in ("in_prior", "contradicted", "response_contradicted", "rejected")
+    )
     e_src, e_dst, e_cost = (idx.edges[c].to_numpy() for c in ("src", "dst", "cost"))
 
     total = nodes.height
@@ -60,7 +62,8 @@ def score_edges(
         claim_mask = is_claim[ns]
         dist = bipartite_distances(g, cost, ~claim_mask, e_src[es], e_dst[es], e_cost[es])
         cc = wf_closeness(dist)
-        status = claim_status(cc[claim_mask], in_prior[ns][claim_mask], contradicted[ns][claim_mask], rejected_arr[ns][claim_mask], params.delta_refute)
+        status = claim_status(cc[claim_mask], in_prior[ns][claim_mask], contradicted[ns][claim_mask], rejected_arr[ns][claim_mask],
+                              params.delta_refute, disputed[ns][claim_mask])
         keep = is_response[ns].copy()
         claim_vertices = np.flatnonzero(claim_mask)
         keep[claim_vertices[status == BOUNDARY]] = True

@@ -36,6 +36,7 @@ def random_table(seed: int) -> pl.DataFrame:
             max_sources=int(rng.integers(1, 4)),  # sparse: many components
             p_contradict=float(rng.uniform(0, 0.3)),
             p_isolated=float(rng.uniform(0, 0.2)),
+            p_response_contradict=float(rng.uniform(0, 0.5)),
         )
         docs.append(t.with_columns(doc_id=pl.lit(f"s{seed}-d{d}")))
     return pl.concat(docs)
@@ -73,7 +74,7 @@ def test_random_graphs_cover_disconnected_and_isolated_cases() -> None:
     """The seeds above really include disconnected graphs, isolated claims and no-prior documents."""
     import networkx as nx
 
-    disconnected = isolated = no_prior = 0
+    disconnected = isolated = no_prior = disputed = 0
     for seed in range(60):
         for doc, rows in random_table(seed).group_by("doc_id"):
             g = nx.Graph()
@@ -84,7 +85,8 @@ def test_random_graphs_cover_disconnected_and_isolated_cases() -> None:
             disconnected += nx.number_connected_components(g) > 1
             isolated += any(g.degree(n) == 0 for n in g if n[0] == "c")
             no_prior += not (rows["source_kind"] == "prior").any()
-    assert disconnected >= 20 and isolated >= 5 and no_prior >= 5
+            disputed += ((rows["source_kind"] == "response") & (rows["label"] == "contradicts")).any()
+    assert disconnected >= 20 and isolated >= 5 and no_prior >= 5 and disputed >= 30
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -108,10 +108,24 @@ def test_uniformly_decent_document_refutes_nothing() -> None:
     assert set(s["closeness_norm"]) == {0.5}  # all equal → 0.5
 
 
+def test_low_closeness_refutes_only_claims_a_response_contradicts() -> None:
+    # a and b are entailed by p and both responses; far1/far2 hang off r2 alone (low closeness);
+    # r1 contradicts far2 only → far2 refuted, far1 stays on the frontier
+    rows = [("p", "prior", c, "entails") for c in ("a", "b")] + [(r, "response", c, "entails") for r in ("r1", "r2") for c in ("a", "b")]
+    rows += [("r2", "response", "far1", "entails"), ("r2", "response", "far2", "entails"), ("r1", "response", "far2", "contradicts")]
+    rows += [("x", "response", "lone1", "entails"), ("y", "response", "lone2", "entails"), ("r1", "response", "lone2", "contradicts")]
+    s = by_claim(score_edges(validate_edges(edges(*rows)), P))
+    median = sorted(r["closeness"] for r in s.values())[len(s) // 2]
+    assert s["lone1"]["closeness"] < 0.5 * median and s["lone2"]["closeness"] < 0.5 * median
+    assert s["lone1"]["status"] == "boundary" and s["lone2"]["status"] == "refuted"
+    assert s["a"]["status"] == "grounded"
+
+
 def test_isolated_claims_from_an_extra_claims_table_are_vertices() -> None:
     e = validate_edges(edges(("p", "prior", "a", "entails"), ("r", "response", "a", "entails")))
     s = by_claim(score_edges(e, P, claims=pl.DataFrame({"doc_id": ["d"], "claim_id": ["lonely"]})))
-    assert s["lonely"]["closeness"] == 0.0 and s["lonely"]["status"] == "refuted"
+    # nothing contradicts it: however far from the priors, it is frontier, not refuted (DESIGN §3)
+    assert s["lonely"]["closeness"] == 0.0 and s["lonely"]["status"] == "boundary"
     # N = 4 (p, r, a, lonely): a reaches p and r only: CC = (2/3)·(2/(1/3 + 1/2))
     assert s["a"]["closeness"] == pytest.approx((2 / 3) * (2 / (1 / 3 + 1 / 2)))
 
