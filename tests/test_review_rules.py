@@ -23,8 +23,8 @@ def test_review_cost_is_nearest_prior_distance_floored_plus_time() -> None:
     claims = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     priors = np.array([[1.0, 0.0], [1.0, 1.0]])
     cost = review_cost(claims, priors, P, review_seconds=30.0)
-    # nearest-prior distances 0 (→ ε), 1 − 1/√2, 0 (→ ε); plus μ·t = 0.3
-    assert cost == pytest.approx([0.01 + 0.3, 1 - 2 ** -0.5 + 0.3, 0.01 + 0.3])
+    # nearest-prior distances 0 (→ ε), 1 − 1/√2, 0 (→ ε); plus μ·t = 0.002 · 30 = 0.06 (DESIGN §4)
+    assert cost == pytest.approx([0.01 + 0.06, 1 - 2 ** -0.5 + 0.06, 0.01 + 0.06])
     assert review_cost(claims, np.empty((0, 2)), P, review_seconds=0.0) == pytest.approx([1.0, 1.0, 1.0])
 
 
