@@ -10,8 +10,8 @@ half-finished commit is never visible.
 
 It is rebuilt after every commit and whenever a reader finds it behind the lake
 (:func:`ensure_catalog`): built in a temporary file beside the old one, then renamed over it,
-so a reader always opens a complete catalog. Queries from users go through
-:func:`run_readonly`: one ``SELECT`` (or ``EXPLAIN``) statement on a read-only connection.
+so a reader always opens a complete catalog. Queries from users run through
+:mod:`storage.readonly_sql`, never on a connection of this module.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
+from grace_core.errors import LakeError
 from storage.filesystem import Store
 from storage.manifest import LakeState, checked_files
 from storage.schemas import TABLES, TableSpec
@@ -33,7 +33,6 @@ from storage.views import DERIVED_VIEWS
 
 STATE_TABLE = "_grace_catalog"
 FILES_TABLE = "lake_files"
-ALLOWED_STATEMENTS = ("SELECT", "EXPLAIN")
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -138,35 +137,3 @@ def ensure_catalog(store: Store, state: LakeState) -> Path:
     if not catalog_is_current(store, state):
         build_catalog(store, state)
     return store.catalog_path
-
-
-def readonly_statement(sql: str) -> str:
-    """``sql`` if it is exactly one ``SELECT`` or ``EXPLAIN`` statement; otherwise raise
-    :class:`ReadOnlyQuery` (a statement that could write, attach, load or change settings) or
-    :class:`QueryFailed` (not parseable)."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryFailed(f"invalid SQL: {str(exc).splitlines()[0]}") from None
-    if len(statements) != 1:
-        raise ReadOnlyQuery(f"grace sql runs exactly one SELECT statement, got {len(statements)} statements")
-    kind = statements[0].type.name
-    if kind not in ALLOWED_STATEMENTS:
-        raise ReadOnlyQuery(f"grace sql is read-only: {kind} statements are refused (only SELECT)")
-    return sql
-
-
-def run_readonly(store: Store, state: LakeState, sql: str) -> pa.Table:
-    """Run one read-only statement on the current catalog and return its result."""
-    statement = readonly_statement(sql)
-    path = ensure_catalog(store, state)
-    try:
-        con = _connect(store, path, read_only=True)
-    except duckdb.Error as exc:
-        raise LakeError(f"lake {store.uri}: cannot open the catalog {path}: {str(exc).splitlines()[0]}") from None
-    try:
-        return con.sql(statement).to_arrow_table()
-    except duckdb.Error as exc:
-        raise QueryFailed(str(exc).strip().splitlines()[0]) from None
-    finally:
-        con.close()

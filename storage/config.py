@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+SIZE_PATTERN = r"^\s*(\d*[1-9]\d*(?:\.\d+)?|\d+\.\d*[1-9]\d*)\s*([KMGTkmgt][iI]?[bB]|[bB])\s*$"
+"""A DuckDB memory size above zero: 512MB, 2GB, 1.5GiB, …"""
+
 
 class LakeConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -14,3 +17,10 @@ class LakeConfig(BaseModel):
     catalog_cache: str | None = Field(
         None, description="Folder for the DuckDB catalogs of S3 lakes; ~/.cache/grace/catalogs when unset."
     )
+    sql_timeout_s: float = Field(
+        60.0, gt=0, allow_inf_nan=False, description="grace sql / Lake.query: a statement running longer is stopped."
+    )
+    sql_memory_limit: str = Field(
+        "2GB", pattern=SIZE_PATTERN, description="grace sql / Lake.query: most memory of one statement and of its result (512MB, 2GB, …)."
+    )
+    sql_threads: int = Field(2, ge=1, le=64, description="grace sql / Lake.query: DuckDB threads of one statement.")

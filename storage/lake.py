@@ -21,11 +21,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from grace_core.errors import LakeError
-from storage.catalog import build_catalog, ensure_catalog, run_readonly
+from storage.catalog import build_catalog, ensure_catalog
 from storage.commit import CommitResult, commit_tables
 from storage.config import LakeConfig
 from storage.filesystem import LocalStore, Store, open_store
 from storage.manifest import LakeState, Manifest, checked_files
+from storage.readonly_sql import run_readonly
 from storage.schemas import table_spec
 
 
@@ -105,8 +106,13 @@ class Lake:
         return ensure_catalog(self.store, self.manifest.state())
 
     def query_arrow(self, sql: str) -> pa.Table:
-        """Run one read-only ``SELECT`` over the catalog's views; the result as Arrow."""
-        return run_readonly(self.store, self.manifest.state(), sql)
+        """Run one read-only ``SELECT`` over the catalog's views; the result as Arrow. The statement
+        sees only the lake's tables and views, within the ``sql_*`` limits (:mod:`storage.readonly_sql`)."""
+        catalog = ensure_catalog(self.store, self.manifest.state())
+        return run_readonly(
+            catalog, sql, readable=[self.store.file_uri("tables") + "/"],
+            filesystem=self.store.duckdb_filesystem(), config=self.config,
+        )
 
     def query(self, sql: str) -> pl.DataFrame:
         """Run one read-only ``SELECT`` over the catalog's views; the result as polars."""

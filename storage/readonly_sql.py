@@ -1,0 +1,254 @@
+"""SQL a user typed (``grace sql``, :meth:`storage.lake.Lake.query`), run so that it can only
+read the lake's own tables and views.
+
+Two independent walls, each enough on its own for the attacks seen so far:
+
+1. **What may run** is decided from DuckDB's own parse, never from keywords
+   (:func:`readonly_statement`): exactly one statement, of parsed type ``SELECT`` (``WITH``,
+   ``VALUES``, ``FROM``-first, ``UNPIVOT``, ``DESCRIBE``, ``SUMMARIZE``, ``SHOW``, ``PIVOT … IN``
+   included), a ``PIVOT`` whose columns come from the data (parsed type ``MULTI``), or an
+   ``EXPLAIN`` of one of these. Two holes of the parsed type are closed on the parse tree:
+   a ``SELECT`` may carry a data-modifying ``WITH`` clause (``WITH x AS (COPY … TO 'f') SELECT 1``
+   parses as ``SELECT`` and writes ``f``), so every query node of its JSON parse tree
+   (``json_serialize_sql``) must be a plain query node; and ``MULTI`` hides the statement inside,
+   so it runs as ``SELECT * FROM (…)``, which parses only if it is a query and where DuckDB refuses
+   a data-modifying ``WITH``. ``EXPLAIN ANALYZE`` runs its statement and is refused whatever it
+   explains.
+2. **What it can reach** (:func:`sandbox`): a fresh in-memory DuckDB that attaches the catalog
+   read-only, with external access off except for the lake's table files, automatic extension
+   install and load off, a memory limit, no spilling to disk, a bounded thread count, and the
+   configuration locked last. ``read_csv('/etc/passwd')``, ``read_text('/proc/self/environ')``,
+   ``glob``, other buckets, ``ATTACH``, ``INSTALL``/``LOAD`` and ``http://`` URLs fail there.
+
+A timer interrupts a statement that runs longer than the timeout; a result larger than the
+memory limit is refused instead of being gathered. Every refusal or failure is one line
+(:class:`ReadOnlyQuery`, :class:`QueryFailed`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
+from storage.config import SIZE_PATTERN, LakeConfig
+
+QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+"""Parse-tree query nodes that only read; any other ``*_NODE`` (``COPY_QUERY_NODE``,
+``INSERT_QUERY_NODE``, ``DELETE_QUERY_NODE``, …) is a write hidden in a ``WITH`` clause."""
+
+CATALOG_ALIAS = "catalog"
+BATCH_ROWS = 65_536
+_SIZE = re.compile(SIZE_PATTERN)
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def size_bytes(text: str) -> int:
+    """Bytes of a DuckDB size such as ``512MB``, ``2GB`` or ``1.5GiB`` (the ``GRACE_SQL_MEMORY_LIMIT`` form)."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"not a size like 512MB or 2GB: {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _parse(sql: str) -> list[Any]:
+    """DuckDB's statements of ``sql``; a statement type the Python client cannot name is refused."""
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryFailed(f"invalid SQL: {_first_line(exc)}") from None
+    except ValueError:  # e.g. UPDATE EXTENSIONS: a statement type newer than the client's enum
+        raise ReadOnlyQuery("grace sql is read-only: this statement is refused (only SELECT)") from None
+
+
+def _tokens(sql: str) -> Iterator[tuple[int, str]]:
+    """(offset, text) of each token of ``sql`` but comments, by DuckDB's own tokenizer."""
+    toks = duckdb.tokenize(sql)
+    for i, (start, kind) in enumerate(toks):
+        end = toks[i + 1][0] if i + 1 < len(toks) else len(sql)
+        if kind != duckdb.token_type.comment:
+            yield start, sql[start:end].strip()
+
+
+def _split_explain(text: str) -> tuple[str, str]:
+    """``(prefix, statement)``: ``("EXPLAIN (FORMAT json) ", "SELECT …")`` for an ``EXPLAIN``,
+    ``("", text)`` otherwise. ``EXPLAIN ANALYZE`` (in any spelling) is refused: it runs its statement."""
+    tokens = list(_tokens(text))
+    if not tokens or tokens[0][1].lower() != "explain":
+        return "", text
+    options: list[str] = []
+    i = 1
+    if i < len(tokens) and tokens[i][1] == "(":
+        depth = 0
+        for j in range(i, len(tokens)):
+            depth += {"(": 1, ")": -1}.get(tokens[j][1], 0)
+            options.append(tokens[j][1].strip('"').lower())
+            if depth == 0:
+                i = j + 1
+                break
+        else:
+            raise QueryFailed("invalid SQL: unbalanced EXPLAIN options")
+    elif i < len(tokens):
+        options.append(tokens[i][1].strip('"').lower())
+        if options[-1] == "verbose":
+            i += 1
+    if {"analyze", "analyse"} & set(options):
+        raise ReadOnlyQuery("grace sql is read-only: EXPLAIN ANALYZE runs its statement and is refused (use EXPLAIN)")
+    if i >= len(tokens):
+        raise QueryFailed("invalid SQL: EXPLAIN of nothing")
+    return text[: tokens[i][0]], text[tokens[i][0]:]
+
+
+def _writes_in(tree: Any) -> list[str]:
+    """Query nodes of a ``json_serialize_sql`` tree that are not plain reads."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, str) and kind.endswith("_NODE") and kind not in QUERY_NODES:
+                found.append(kind.removesuffix("_NODE").removesuffix("_QUERY"))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def _check_select_tree(statement: str) -> None:
+    """Refuse a ``SELECT`` whose parse tree holds a write (``WITH x AS (COPY …)``, ``INSERT``, …)."""
+    con = duckdb.connect(":memory:", config={
+        "enable_external_access": False, "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+    })
+    try:
+        text = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0]
+    except duckdb.Error as exc:
+        raise QueryFailed(f"invalid SQL: {_first_line(exc)}") from None
+    finally:
+        con.close()
+    tree = json.loads(text)
+    if tree.get("error"):
+        raise QueryFailed(f"invalid SQL: {tree.get('error_message', 'cannot be parsed')}")
+    writes = _writes_in(tree)
+    if writes:
+        raise ReadOnlyQuery(
+            f"grace sql is read-only: a WITH clause holding {', '.join(sorted(set(writes)))} is refused (only SELECT)"
+        )
+
+
+def readonly_statement(sql: str) -> str:
+    """The statement to run for ``sql`` if it is exactly one query (``SELECT``, ``PIVOT`` and the
+    like) or an ``EXPLAIN`` without ``ANALYZE`` of one; otherwise raise :class:`ReadOnlyQuery`
+    (a statement that could write, attach, load or change settings) or :class:`QueryFailed`
+    (not parseable). A data-dependent ``PIVOT`` comes back as ``SELECT * FROM (…)``."""
+    statements = _parse(sql)
+    if len(statements) != 1:
+        raise ReadOnlyQuery(f"grace sql runs exactly one SELECT statement, got {len(statements)} statements")
+    text = statements[0].query
+    prefix, body = _split_explain(text)
+    if statements[0].type.name == "EXPLAIN" and not prefix:
+        raise ReadOnlyQuery("grace sql is read-only: this EXPLAIN is refused (only EXPLAIN of a SELECT)")
+    inner = _parse(body) if prefix else statements
+    if len(inner) != 1:
+        raise ReadOnlyQuery(f"grace sql explains exactly one SELECT statement, got {len(inner)} statements")
+    kind = inner[0].type.name
+    if kind == "SELECT":
+        _check_select_tree(inner[0].query)
+        return text
+    if kind == "MULTI":  # a PIVOT whose columns come from the data: DuckDB first runs a query for them
+        wrapped = f"SELECT * FROM (\n{inner[0].query}\n)"
+        try:
+            check = duckdb.extract_statements(wrapped)
+        except (duckdb.Error, ValueError):
+            check = []
+        if len(check) != 1 or check[0].type.name not in ("MULTI", "SELECT"):
+            raise ReadOnlyQuery("grace sql is read-only: this statement is refused (only SELECT, PIVOT and EXPLAIN of them)")
+        return prefix + wrapped
+    raise ReadOnlyQuery(f"grace sql is read-only: {kind} statements are refused (only SELECT)")
+
+
+def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig) -> duckdb.DuckDBPyConnection:
+    """A connection that sees the catalog (read-only) and may open only files under the
+    ``readable`` prefixes (the lake's table files), with ``config``'s memory and thread limits;
+    its configuration is locked."""
+    try:
+        con = duckdb.connect(":memory:", config={
+            "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+            "memory_limit": config.sql_memory_limit, "threads": config.sql_threads, "temp_directory": "",
+        })
+    except duckdb.Error as exc:
+        raise QueryFailed(f"cannot start the SQL engine: {_first_line(exc)}") from None
+    try:
+        con.execute(f"ATTACH {_quote(str(catalog))} AS {CATALOG_ALIAS} (READ_ONLY)")
+        con.execute(f"USE {CATALOG_ALIAS}")
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
+        con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in readable)}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except duckdb.Error as exc:
+        con.close()
+        raise LakeError(f"cannot open the catalog {catalog}: {_first_line(exc)}") from None
+    return con
+
+
+def run_readonly(
+    catalog: Path, sql: str, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig,
+) -> pa.Table:
+    """Run ``sql`` (see :func:`readonly_statement`) in a :func:`sandbox` on ``catalog``, stopped
+    after ``config.sql_timeout_s``; the result as Arrow, refused when larger than the memory limit."""
+    statement = readonly_statement(sql)
+    limit = size_bytes(config.sql_memory_limit)
+    con = sandbox(catalog, readable=readable, filesystem=filesystem, config=config)
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        con.interrupt()
+
+    timer = threading.Timer(config.sql_timeout_s, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        reader = con.sql(statement).to_arrow_reader(BATCH_ROWS)
+        batches, size = [], 0
+        for batch in reader:
+            size += batch.nbytes
+            if size > limit:
+                raise QueryFailed(
+                    f"the result is larger than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): "
+                    "add a LIMIT or aggregate"
+                )
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)
+    except (duckdb.Error, pa.ArrowException) as exc:
+        if stopped.is_set():
+            raise QueryFailed(
+                f"the query ran longer than {config.sql_timeout_s:g} s and was stopped (GRACE_SQL_TIMEOUT_S)"
+            ) from None
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            raise QueryFailed(
+                f"the query needs more memory than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): {_first_line(exc)}"
+            ) from None
+        if isinstance(exc, duckdb.PermissionException):
+            raise ReadOnlyQuery(f"grace sql reads only the lake's tables and views: {_first_line(exc)}") from None
+        raise QueryFailed(_first_line(exc)) from None
+    finally:
+        timer.cancel()
+        con.close()
