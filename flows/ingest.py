@@ -15,8 +15,8 @@ from storage.ingest import ingest_batch as ingest_into_lake
 
 @task(retries=2, retry_delay_seconds=5, cache_policy=NONE)
 def ingest_file(settings: GraceSettings, uri: str) -> str:
-    name, data = read_batch_file(uri, settings)
-    return ingest_into_lake(open_lake(settings), data, name, settings.prior_sections).summary()
+    name, data = read_batch_file(uri, settings, settings)
+    return ingest_into_lake(open_lake(settings), data, name, settings.prior_sections, settings).summary()
 
 
 @flow(name="ingest_batch", log_prints=True)
@@ -34,14 +34,14 @@ def ingest_inbox(settings: GraceSettings, inbox_uri: str) -> list[str]:
     lake = open_lake(settings)
     lines = []
     for name in inbox.batches():
-        data = inbox.read(name)
         try:
-            lines.append(ingest_into_lake(lake, data, name, settings.prior_sections).summary())
+            data = inbox.read(name, settings)
+            lines.append(ingest_into_lake(lake, data, name, settings.prior_sections, settings).summary())
         except InvalidBatch as exc:
-            inbox.quarantine(name, data, str(exc))
+            inbox.quarantine(name, str(exc))
             lines.append(f"{name}: quarantined: {exc}")
             continue
-        inbox.mark_processed(name, data)
+        inbox.mark_processed(name)
     return lines
 
 

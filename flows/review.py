@@ -119,9 +119,10 @@ def ingest_review_inbox(settings: GraceSettings, now: datetime) -> list[str]:
     area = ReviewArea(lake.store)
     lines = []
     for name in area.inbox_names():
-        data = area.read_inbox(name)
+        data = None
         try:
-            report = ingest_verdict_file(lake, name, data, now)
+            data = area.read_inbox(name, settings)
+            report = ingest_verdict_file(lake, name, data, now, settings)
         except InvalidVerdictFile as exc:
             lines.append(f"{name}: quarantined: {exc}")
             area.quarantine_file(name, data, str(exc))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from time import monotonic
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import polars as pl
 import pydantic
@@ -18,12 +18,12 @@ from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from flows.params import RunOptions
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.verdicts import pending_for, record_verdicts, review_context
-from grace_core.assignment import REVIEWER_NAME
+from grace_core.identifiers import ID_PATTERN, pydantic_id
 from grace_core.verdict_files import VerdictRow
 
 Choice = Literal["confirm", "reject", "abstain"]
@@ -33,7 +33,8 @@ PASSAGE_CHARS = 600
 class PacketParams(RunOptions):
     """Which reviewer's packet to show."""
 
-    reviewer: str = Field(..., pattern=REVIEWER_NAME.pattern, description="Reviewer whose pending claims make the packet.")
+    reviewer: Annotated[str, AfterValidator(pydantic_id)] = Field(
+        ..., pattern=ID_PATTERN, description="Reviewer whose pending claims make the packet (a safe id: letters, digits, . _ : @ + -).")
     packet_size: Optional[int] = Field(None, ge=1, description="Claims in the packet; GRACE_PACKET_SIZE (default 10) when empty.")
     poll_seconds: int = Field(10, ge=1, description="Seconds between two checks whether the run was resumed.")
 

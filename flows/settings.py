@@ -7,6 +7,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deployments.config import RunnerConfig, ScheduleConfig
 from grace_core.assignment import ReviewConfig
+from grace_core.limits import InputLimits
 from grace_core.models.config import ModelConfig
 from grace_core.params import ScoringParams
 from storage.config import LakeConfig
@@ -29,7 +30,7 @@ class PipelineConfig(BaseModel):
     )
 
 
-class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, ScheduleConfig, RunnerConfig):
+class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, ScheduleConfig, RunnerConfig, InputLimits):
     """All of GRACE's settings. It *is* a ScoringParams, a LakeConfig, a ModelConfig and a
     PipelineConfig (and a ReviewConfig, …), so each layer is handed the same object and sees only the fields it declares.
 

@@ -19,6 +19,7 @@ import polars as pl
 import pyarrow.dataset as ds
 
 from grace_core.assignment import VERIFIER, open_assignments
+from grace_core.limits import InputLimits
 from grace_core.models.factory import ModelRoles
 from grace_core.promotion import aggregate_verdicts
 from grace_core.review import nearest_priors
@@ -185,10 +186,10 @@ def record_verdicts(
     return VerdictReport(source, good.height, unanswered, all_bad, quarantine=quarantine)
 
 
-def ingest_verdict_file(lake: Lake, name: str, data: bytes, now: datetime) -> VerdictReport:
+def ingest_verdict_file(lake: Lake, name: str, data: bytes, now: datetime, limits: InputLimits = InputLimits()) -> VerdictReport:
     """A returned verdict file (CSV or JSONL) into ``verdicts`` (channel ``file``); the same
     content twice changes nothing (the commit key is its SHA-256). Raises
     :class:`~grace_core.verdict_files.InvalidVerdictFile` when it is not a verdict file."""
-    parsed = parse_verdict_file(name, data)
+    parsed = parse_verdict_file(name, data, limits)
     key = f"review/file/{hashlib.sha256(data).hexdigest()}"
     return record_verdicts(lake, key, name, parsed.rows, parsed.bad, "file", now, parsed.unanswered)

@@ -10,7 +10,6 @@ reads the lake.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from collections.abc import Sequence
 
@@ -18,9 +17,9 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grace_core.errors import InvalidSettings
+from grace_core.identifiers import id_problem, shown
 
 VERIFIER = "verifier"
-REVIEWER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 
 
 class ReviewConfig(BaseModel):
@@ -42,10 +41,8 @@ class ReviewConfig(BaseModel):
     @model_validator(mode="after")
     def _names_valid(self) -> ReviewConfig:
         for name in self.reviewers:
-            if not REVIEWER_NAME.match(name):
-                raise InvalidSettings(
-                    f"reviewer name {name!r}: use letters, digits and . _ @ + - (at most 64 characters, starting with a letter or digit)"
-                )
+            if problem := id_problem(name):
+                raise InvalidSettings(f"reviewer name {shown(name)}: {problem} (GRACE_REVIEWERS)")
         if VERIFIER in self.reviewers:
             raise InvalidSettings(f"{VERIFIER!r} names the automatic reviewer: set use_verifier instead of listing it in reviewers")
         if len(set(self.reviewers)) != len(self.reviewers):

@@ -24,6 +24,12 @@ Ids are content hashes (:func:`content_id`), so the same document always gives t
 id with another content hash is a conflict. Every problem raises :class:`InvalidBatch` naming
 the file, the 1-based line and the field (``sections[2].paragraphs[0]``); the first problem
 stops the parse, so a batch is accepted whole or not at all.
+
+Hostile input is refused the same way: document and question ids outside the safe set of
+:mod:`grace_core.identifiers` (no ``/``, ``..``, NUL, …), a lone surrogate (``"\\ud800"``)
+anywhere in a line, nesting deeper than ``max_json_depth``, and anything over the
+:class:`~grace_core.limits.InputLimits` (batch bytes, line bytes, field characters, paragraphs
+per document); a limit's message names the setting that raises it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from typing import Any
 import polars as pl
 
 from grace_core.errors import InvalidBatch
+from grace_core.identifiers import id_problem
+from grace_core.limits import InputLimits, over_limit
 
 CHUNK_WORDS = 1000
 ABSTRACT_SECTION = "Abstract"
@@ -53,6 +61,7 @@ QUESTION_SCHEMA = {
     "options": pl.List(pl.Utf8), "gold_json": pl.Utf8, "batch_id": pl.Utf8,
 }
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def content_id(*parts: str) -> str:
@@ -82,7 +91,9 @@ def batch_id(data: bytes) -> str:
 def chunk_text(text: str, chunk_words: int = CHUNK_WORDS) -> list[str]:
     """Cut ``text`` into chunks of at most ``chunk_words`` words, at paragraph boundaries
     (blank lines) where possible. Paragraphs keep their text; a paragraph longer than a chunk
-    is cut between words (joined by single spaces). Every word appears once, in order."""
+    is cut between words (joined by single spaces). Every word appears once, in order.
+
+    Linear in the length of ``text``: a long paragraph is cut by index, never re-sliced."""
     chunks: list[str] = []
     current: list[str] = []
     count = 0
@@ -94,9 +105,11 @@ def chunk_text(text: str, chunk_words: int = CHUNK_WORDS) -> list[str]:
             if current:
                 chunks.append("\n\n".join(current))
                 current, count = [], 0
-            while len(words) > chunk_words:
-                chunks.append(" ".join(words[:chunk_words]))
-                words = words[chunk_words:]
+            start = 0
+            while len(words) - start > chunk_words:
+                chunks.append(" ".join(words[start:start + chunk_words]))
+                start += chunk_words
+            words = words[start:]
             paragraph = " ".join(words)
         if current and count + len(words) > chunk_words:
             chunks.append("\n\n".join(current))
@@ -143,6 +156,16 @@ class _Line:
             raise self.fail(field, "is empty")
         return value
 
+    def identifier(self, obj: dict, key: str, field: str, *, required: bool = True) -> str | None:
+        """A stripped id (:func:`grace_core.identifiers.id_problem`)."""
+        value = self.text(obj, key, field, required=required)
+        if value is None:
+            return None
+        problem = id_problem(value.strip())
+        if problem:
+            raise self.fail(field, f"id {problem}")
+        return value.strip()
+
     def items(self, obj: dict, key: str, field: str) -> list:
         value = obj.get(key)
         if value is None:
@@ -152,7 +175,37 @@ class _Line:
         return value
 
 
-def _decode(raw: bytes, line: _Line) -> dict | None:
+def _check_values(obj: dict, line: _Line, limits: InputLimits) -> None:
+    """Walk the parsed line (without recursion) and refuse nesting deeper than
+    ``max_json_depth``, strings (values and keys) over ``max_field_chars`` and lone surrogates,
+    naming the field of the first one in line order."""
+    stack: list[tuple[object, str, int]] = [(obj, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limits.max_json_depth:
+                raise line.fail((path[:80] + "…" if len(path) > 80 else path) or None, f"JSON nested more than {limits.max_json_depth} levels deep (GRACE_MAX_JSON_DEPTH)")
+            if isinstance(value, dict):
+                children = []
+                for key, child in value.items():
+                    if _SURROGATE.search(key):
+                        raise line.fail(path or None, f"a key holds a lone surrogate ({key!r}), which is not text")
+                    shown_key = key if key.isprintable() and len(key) <= 40 else repr(key[:40])
+                    children.append((child, f"{path}.{shown_key}" if path else shown_key, depth + 1))
+            else:
+                children = [(child, f"{path}[{i}]", depth + 1) for i, child in enumerate(value)]
+            stack += reversed(children)
+        elif isinstance(value, str):
+            if len(value) > limits.max_field_chars:
+                raise line.fail(path, over_limit(len(value), "characters", "max_field_chars", limits.max_field_chars))
+            bad = _SURROGATE.search(value)
+            if bad:
+                raise line.fail(path, f"holds a lone surrogate ({bad.group()!r} at character {bad.start() + 1}), which is not text")
+
+
+def _decode(raw: bytes, line: _Line, limits: InputLimits) -> dict | None:
+    if len(raw) > limits.max_line_bytes:
+        raise line.fail(None, "the line is " + over_limit(len(raw), "bytes", "max_line_bytes", limits.max_line_bytes))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -163,13 +216,24 @@ def _decode(raw: bytes, line: _Line) -> dict | None:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise line.fail(None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise line.fail(None, f"JSON nested more than {limits.max_json_depth} levels deep (GRACE_MAX_JSON_DEPTH)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise line.fail(None, f"not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise line.fail(None, f"expected a JSON object, got {type(obj).__name__}")
+    _check_values(obj, line, limits)
     return obj
 
 
-def _sections(obj: dict, line: _Line) -> list[tuple[str, str]]:
+def _too_many_paragraphs(field: str, n: int, line: _Line, limits: InputLimits) -> None:
+    if n > limits.max_paragraphs:
+        raise line.fail(field, "the document has " + over_limit(n, "paragraphs", "max_paragraphs", limits.max_paragraphs))
+
+
+def _sections(obj: dict, line: _Line, limits: InputLimits) -> list[tuple[str, str]]:
     named: list[tuple[str, str]] = []
+    n_paragraphs = 0
     for i, section in enumerate(line.items(obj, "sections", "sections")):
         where = f"sections[{i}]"
         if not isinstance(section, dict):
@@ -178,6 +242,8 @@ def _sections(obj: dict, line: _Line) -> list[tuple[str, str]]:
         paragraphs = section.get("paragraphs")
         if not isinstance(paragraphs, list):
             raise line.fail(f"{where}.paragraphs", "missing" if paragraphs is None else f"expected a list, got {type(paragraphs).__name__}")
+        n_paragraphs += len(paragraphs)
+        _too_many_paragraphs(f"{where}.paragraphs", n_paragraphs, line, limits)
         for j, p in enumerate(paragraphs):
             if not isinstance(p, str):
                 raise line.fail(f"{where}.paragraphs[{j}]", f"expected a string, got {type(p).__name__}")
@@ -187,7 +253,7 @@ def _sections(obj: dict, line: _Line) -> list[tuple[str, str]]:
     return named
 
 
-def _priors(obj: dict, line: _Line, chunk_words: int) -> tuple[str, list[tuple[str, str]]]:
+def _priors(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> tuple[str, list[tuple[str, str]]]:
     """The document's shape and its ``(name, text)`` priors, in order."""
     text_key = "text" if "text" in obj else "article" if "article" in obj else None
     if "text" in obj and "article" in obj:
@@ -200,10 +266,11 @@ def _priors(obj: dict, line: _Line, chunk_words: int) -> tuple[str, list[tuple[s
         priors.append((ABSTRACT_SECTION, abstract.strip()))
     if text_key:
         body = line.text(obj, text_key, text_key)
+        _too_many_paragraphs(text_key, len(_PARAGRAPH_BREAK.findall(body)) + 1, line, limits)
         priors += [(f"Chunk {k}", chunk) for k, chunk in enumerate(chunk_text(body, chunk_words), start=1)]
         shape = "quality" if text_key == "article" else "text"
     else:
-        priors += _sections(obj, line)
+        priors += _sections(obj, line, limits)
         shape = "qasper" if "abstract" in obj else "sections"
     if not priors:
         field = text_key or ("sections" if "sections" in obj else "text")
@@ -219,8 +286,8 @@ def _questions(obj: dict, doc_id: str, line: _Line) -> list[dict[str, Any]]:
         if not isinstance(q, dict):
             raise line.fail(where, f"expected an object with a question, got {type(q).__name__}")
         question = line.text(q, "question", f"{where}.question").strip()
-        qid = line.text(q, "id", f"{where}.id", required=False)
-        qid = qid.strip() if qid is not None else QUESTION_PREFIX + content_id(doc_id, question)
+        qid = line.identifier(q, "id", f"{where}.id", required=False)
+        qid = qid if qid is not None else QUESTION_PREFIX + content_id(doc_id, question)
         if qid in seen:
             raise line.fail(f"{where}.id", f"question id {qid!r} appears twice in this document")
         seen.add(qid)
@@ -235,14 +302,17 @@ def _questions(obj: dict, doc_id: str, line: _Line) -> list[dict[str, Any]]:
     return rows
 
 
-def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS) -> DocumentBatch:
+def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS, limits: InputLimits = InputLimits()) -> DocumentBatch:
     """Parse and validate a JSONL document batch (see the module docstring for the format).
 
     ``name`` is only used in messages and reports. Raises :class:`InvalidBatch` on the first
     problem: bytes that are not UTF-8, a line that is not a JSON object, a missing or mistyped
-    field, a document without text, a repeated question id, a document id repeated with
+    field, an id outside the safe set, a lone surrogate, too deep nesting, a size over
+    ``limits``, a document without text, a repeated question id, a document id repeated with
     different content, or a batch without documents.
     """
+    if len(data) > limits.max_batch_bytes:
+        raise InvalidBatch(f"{name}: " + over_limit(len(data), "bytes", "max_batch_bytes", limits.max_batch_bytes))
     bid = batch_id(data)
     docs: list[dict[str, Any]] = []
     priors: list[dict[str, Any]] = []
@@ -251,13 +321,13 @@ def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS) -> Do
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
         line = _Line(name, number)
-        obj = _decode(raw, line)
+        obj = _decode(raw, line, limits)
         if obj is None:
             continue
         id_key = "id" if "id" in obj or "article_id" not in obj else "article_id"
-        doc_id = line.text(obj, id_key, id_key).strip()
+        doc_id = line.identifier(obj, id_key, id_key)
         title = line.text(obj, "title", "title").strip()
-        shape, named = _priors(obj, line, chunk_words)
+        shape, named = _priors(obj, line, chunk_words, limits)
         qrows = _questions(obj, doc_id, line)
         canonical = json.dumps({"title": title, "priors": named, "questions": qrows}, sort_keys=True, ensure_ascii=False)
         digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -61,3 +61,8 @@ class MalformedReply(ModelError):
 
 class EmbeddingFailed(ModelError):
     """An embedding API call kept failing; nothing can be scored without vectors."""
+
+
+class InvalidIdentifier(GraceError):
+    """An id from outside (document, question or claim id, reviewer name) is not in the safe
+    character set of :mod:`grace_core.identifiers`."""

@@ -9,6 +9,12 @@ it is skipped, not an error.
 :func:`parse_verdict_file` turns bytes into rows and reports malformed lines;
 :func:`check_verdicts` checks rows of any channel against the review state (claims, deferrals,
 stored verdicts). Every bad row is a :class:`BadRow` with its file, line and reason. Pure.
+
+Hostile rows are bad rows too: ids (``claim_id``, ``doc_id``, ``reviewer``) outside the safe
+set of :mod:`grace_core.identifiers`, a lone surrogate (``"\\ud800"``) in a text value, JSON
+nested too deeply to parse. A whole file is refused (:class:`InvalidVerdictFile`) when it is
+empty (no header), over ``max_verdict_bytes`` or holds more than ``max_verdict_rows`` rows
+(:class:`~grace_core.limits.InputLimits`).
 """
 
 from __future__ import annotations
@@ -17,12 +23,15 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 
 import polars as pl
 
+from grace_core.decisions import VERDICTS
 from grace_core.errors import InvalidVerdicts
-from grace_core.promotion import VERDICTS
+from grace_core.identifiers import id_problem, shown
+from grace_core.limits import InputLimits, over_limit
 
 REQUIRED = ("claim_id", "verdict", "reviewer")
 GOOD_SCHEMA = {
@@ -31,10 +40,13 @@ GOOD_SCHEMA = {
 }
 CSV_SUFFIXES = (".csv",)
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+MAX_ROUND = 2**31 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class InvalidVerdictFile(InvalidVerdicts):
-    """A whole verdict file cannot be read as verdict rows (not CSV or JSONL by its name)."""
+    """A whole verdict file cannot be read as verdict rows: not CSV or JSONL by its name, empty
+    (no header), or over a size limit."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +92,20 @@ def _text(value: object, field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError(f"{field} must be text, got {json.dumps(value)}")
+        raise ValueError(f"{field} must be text, got {json.dumps(value)[:60]}")
+    bad = _SURROGATE.search(value)
+    if bad:
+        raise ValueError(f"{field} holds a lone surrogate ({bad.group()!r}), which is not text")
     return value.strip() or None
+
+
+def _id(value: object, field: str) -> str | None:
+    """A stripped id (None when absent or empty), refused outside the safe set."""
+    text = _text(value, field)
+    problem = id_problem(text) if text is not None else None
+    if problem:
+        raise ValueError(f"{field} {shown(text)} {problem}")
+    return text
 
 
 def _seconds(value: object) -> float | None:
@@ -103,10 +127,11 @@ def _round(value: object) -> int | None:
     """``round`` as a whole number ≥ 1 (None when absent or empty)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
+    digits = isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 10
+    if isinstance(value, bool) or not (isinstance(value, int) or digits):
         raise ValueError(f"round must be a positive whole number, got {value!r}")
     number = int(value)
-    if number < 1:
+    if not 1 <= number <= MAX_ROUND:
         raise ValueError(f"round must be a positive whole number, got {value!r}")
     return number
 
@@ -118,8 +143,8 @@ def row_from_fields(fields: dict, file: str, line: int, raw: str) -> VerdictRow 
         verdict = _text(fields.get("verdict"), "verdict")
         if verdict is None:
             return None
-        claim_id = _text(fields.get("claim_id"), "claim_id")
-        reviewer = _text(fields.get("reviewer"), "reviewer")
+        claim_id = _id(fields.get("claim_id"), "claim_id")
+        reviewer = _id(fields.get("reviewer"), "reviewer")
         if claim_id is None:
             raise ValueError("no claim_id")
         if reviewer is None:
@@ -128,7 +153,7 @@ def row_from_fields(fields: dict, file: str, line: int, raw: str) -> VerdictRow 
             raise ValueError(f"invalid verdict {verdict!r} (expected {', '.join(VERDICTS)})")
         return VerdictRow(
             file=file, line=line, claim_id=claim_id, reviewer=reviewer, verdict=verdict.lower(),
-            doc_id=_text(fields.get("doc_id"), "doc_id"), round=_round(fields.get("round")),
+            doc_id=_id(fields.get("doc_id"), "doc_id"), round=_round(fields.get("round")),
             seconds_spent=_seconds(fields.get("seconds_spent")), note=_text(fields.get("note"), "note"), raw=raw,
         )
     except ValueError as exc:
@@ -154,15 +179,23 @@ def _collect(parsed: VerdictRow | BadRow | None, rows: list, bad: list) -> int:
     return int(parsed is None)
 
 
-def _parse_jsonl(name: str, text: str) -> ParsedFile:
+def _count_row(name: str, counted: int, limits: InputLimits) -> int:
+    """``counted`` + 1, or :class:`InvalidVerdictFile` when that passes ``max_verdict_rows``."""
+    if counted >= limits.max_verdict_rows:
+        raise InvalidVerdictFile(f"{name}: " + over_limit(0, "rows", "max_verdict_rows", limits.max_verdict_rows, at_least=True))
+    return counted + 1
+
+
+def _parse_jsonl(name: str, text: str, limits: InputLimits) -> ParsedFile:
     """One JSON object per line; blank lines are ignored."""
     rows: list[VerdictRow] = []
     bad: list[BadRow] = []
-    unanswered = 0
+    unanswered = counted = 0
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
+        counted = _count_row(name, counted, limits)
         raw = _printable(line)
         if _not_utf8(line):
             bad.append(BadRow(name, number, "malformed line: not UTF-8 text", raw))
@@ -172,6 +205,12 @@ def _parse_jsonl(name: str, text: str) -> ParsedFile:
         except json.JSONDecodeError as exc:
             bad.append(BadRow(name, number, f"malformed line: not valid JSON ({exc.msg} at column {exc.colno})", raw))
             continue
+        except RecursionError:
+            bad.append(BadRow(name, number, "malformed line: JSON nested too deeply to read", raw[:1000]))
+            continue
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            bad.append(BadRow(name, number, f"malformed line: not valid JSON ({exc})", raw[:1000]))
+            continue
         if not isinstance(obj, dict):
             bad.append(BadRow(name, number, "malformed line: not a JSON object", raw))
             continue
@@ -179,11 +218,12 @@ def _parse_jsonl(name: str, text: str) -> ParsedFile:
     return ParsedFile(rows, bad, unanswered)
 
 
-def _parse_csv(name: str, text: str) -> ParsedFile:
-    """A header line, then one row per record (quoted fields may span lines); blank rows are ignored."""
+def _parse_csv(name: str, text: str, limits: InputLimits) -> ParsedFile:
+    """A header line, then one row per record (quoted fields may span lines); blank rows are
+    ignored. A file without a header is refused (:class:`InvalidVerdictFile`)."""
     rows: list[VerdictRow] = []
     bad: list[BadRow] = []
-    unanswered = 0
+    unanswered = counted = 0
     lines = io.StringIO(text, newline="").readlines()  # split as the csv reader splits them
     reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None
@@ -203,6 +243,7 @@ def _parse_csv(name: str, text: str) -> ParsedFile:
         raw = _printable(text_of_row)
         if not any(f.strip() for f in fields):
             continue
+        counted = _count_row(name, counted, limits)
         if header is None:
             header = [f.strip().lower() for f in fields]
             missing = [c for c in REQUIRED if c not in header]
@@ -215,20 +256,28 @@ def _parse_csv(name: str, text: str) -> ParsedFile:
             bad.append(BadRow(name, start, f"malformed line: {len(fields)} fields where the header has {len(header)}", raw))
         else:
             unanswered += _collect(row_from_fields(dict(zip(header, fields)), name, start, raw), rows, bad)
+    if header is None and not bad:
+        raise InvalidVerdictFile(f"{name}: empty file (no header; expected a header line with {', '.join(REQUIRED)})")
     return ParsedFile(rows, bad, unanswered)
 
 
-def parse_verdict_file(name: str, data: bytes) -> ParsedFile:
+def parse_verdict_file(name: str, data: bytes, limits: InputLimits = InputLimits()) -> ParsedFile:
     """Parse a verdict file by its name's suffix (``.csv``, or ``.jsonl``/``.ndjson``).
     Line numbers are those of the file (a CSV row spanning lines is reported at its first).
-    Raises :class:`InvalidVerdictFile` for any other suffix."""
-    text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    Raises :class:`InvalidVerdictFile` for any other suffix, an empty file (a CSV without a
+    header, a JSONL file without a line), more than ``limits.max_verdict_bytes`` bytes or more
+    than ``limits.max_verdict_rows`` rows. A CSV file with only its header holds no rows."""
     lower = name.lower()
+    if not lower.endswith(CSV_SUFFIXES + JSONL_SUFFIXES):
+        raise InvalidVerdictFile(f"{name}: not a verdict file (expected .csv, .jsonl or .ndjson)")
+    if len(data) > limits.max_verdict_bytes:
+        raise InvalidVerdictFile(f"{name}: " + over_limit(len(data), "bytes", "max_verdict_bytes", limits.max_verdict_bytes))
+    text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
     if lower.endswith(CSV_SUFFIXES):
-        return _parse_csv(name, text)
-    if lower.endswith(JSONL_SUFFIXES):
-        return _parse_jsonl(name, text)
-    raise InvalidVerdictFile(f"{name}: not a verdict file (expected .csv, .jsonl or .ndjson)")
+        return _parse_csv(name, text, limits)
+    if not text.strip():
+        raise InvalidVerdictFile(f"{name}: empty file (no verdict rows)")
+    return _parse_jsonl(name, text, limits)
 
 
 def check_verdicts(

@@ -1,14 +1,18 @@
 """The batch inbox: a local folder or an S3 prefix where document batches (``*.jsonl``) arrive.
 
-A batch ingested (or already ingested) moves to ``processed/``; a malformed one moves to
-``quarantine/`` beside a ``<name>.error.txt`` report. Either way it leaves the inbox, so the
-watcher looks at each file once.
+A batch ingested (or already ingested) moves to ``processed/``; a malformed one, or one over
+the size limit, moves to ``quarantine/`` beside a ``<name>.error.txt`` report. Either way it
+leaves the inbox, so the watcher looks at each file once. Batches are read in bounded pieces
+(:mod:`storage.bounded_io`) and moved without being read again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grace_core.errors import InvalidBatch
+from grace_core.limits import InputLimits
+from storage.bounded_io import move_file, read_bounded
 from storage.config import LakeConfig
 from storage.filesystem import Store, open_store
 
@@ -34,30 +38,31 @@ class Inbox:
         """Names of the batch files waiting in the inbox, sorted (arrival order by name)."""
         return sorted(n for n in self.store.list_names("") if n.endswith(".jsonl"))
 
-    def read(self, name: str) -> bytes:
-        return self.store.read_bytes(name) or b""
+    def read(self, name: str, limits: InputLimits) -> bytes:
+        """The bytes of batch ``name`` (empty when it vanished meanwhile); :class:`InvalidBatch`
+        when it holds more than ``limits.max_batch_bytes``."""
+        return read_bounded(self.store, name, limits.max_batch_bytes, "max_batch_bytes", name, InvalidBatch) or b""
 
-    def _move(self, name: str, folder: str, data: bytes) -> None:
-        self.store.write_bytes(f"{folder}/{name}", data)
-        self.store.delete(name)
-
-    def mark_processed(self, name: str, data: bytes) -> None:
+    def mark_processed(self, name: str) -> None:
         """Move ``name`` to ``processed/``."""
-        self._move(name, PROCESSED, data)
+        move_file(self.store, name, f"{PROCESSED}/{name}")
 
-    def quarantine(self, name: str, data: bytes, error: str) -> None:
+    def quarantine(self, name: str, error: str) -> None:
         """Move ``name`` to ``quarantine/`` with ``<name>.error.txt`` saying why."""
         self.store.write_bytes(f"{QUARANTINE}/{name}.error.txt", (error.rstrip() + "\n").encode("utf-8"))
-        self._move(name, QUARANTINE, data)
+        move_file(self.store, name, f"{QUARANTINE}/{name}")
 
 
-def read_batch_file(uri: str, config: LakeConfig) -> tuple[str, bytes]:
-    """The name and bytes of one batch file: a local path or ``s3://bucket/key``."""
-    from grace_core.errors import LakeError
-
+def read_batch_file(uri: str, config: LakeConfig, limits: InputLimits) -> tuple[str, bytes]:
+    """The name and bytes of one batch file: a local path (a regular file, or a device or FIFO
+    read up to the limit) or ``s3://bucket/key``. :class:`InvalidBatch` when it holds more than
+    ``limits.max_batch_bytes`` or cannot be read."""
     parent, _, name = uri.rstrip("/").rpartition("/")
-    store = open_store(config.model_copy(update={"lake": parent or "."}))
-    data = store.read_bytes(name)
+    if not name:
+        raise InvalidBatch(f"{uri}: cannot read: not a file")
+    folder = parent or ("/" if uri.startswith("/") else ".")
+    store = open_store(config.model_copy(update={"lake": folder}))
+    data = read_bounded(store, name, limits.max_batch_bytes, "max_batch_bytes", uri, InvalidBatch)
     if data is None:
-        raise LakeError(f"{uri}: no such batch file")
+        raise InvalidBatch(f"{uri}: cannot read: no such file")
     return name, data

@@ -20,6 +20,7 @@ import pyarrow.dataset as ds
 
 from grace_core.documents import batch_id, parse_batch, source_kinds
 from grace_core.errors import InvalidBatch
+from grace_core.limits import InputLimits
 from storage.lake import Lake
 
 PRIOR_ROUND = 0
@@ -63,18 +64,20 @@ def _previous(lake: Lake, bid: str, name: str) -> IngestReport:
     )
 
 
-def ingest_batch(lake: Lake, data: bytes, name: str, prior_sections: tuple[str, ...] = ()) -> IngestReport:
+def ingest_batch(
+    lake: Lake, data: bytes, name: str, prior_sections: tuple[str, ...] = (), limits: InputLimits = InputLimits()
+) -> IngestReport:
     """Ingest the JSONL batch ``data`` (``name`` names it in messages and in ``batches``).
     Sections named in ``prior_sections`` become priors and the others passages (all are
     priors when it is empty; see :func:`grace_core.documents.source_kinds`).
 
-    Raises :class:`InvalidBatch` (nothing stored) for a malformed batch or a document id
-    already stored with different content.
+    Raises :class:`InvalidBatch` (nothing stored) for a malformed batch, one over ``limits``,
+    or a document id already stored with different content.
     """
     bid = batch_id(data)
     if lake.is_committed(batch_key(bid)):
         return _previous(lake, bid, name)
-    batch = parse_batch(data, name)
+    batch = parse_batch(data, name, limits=limits)
     ids = batch.documents["doc_id"].to_list()
     stored = lake.read("documents", columns=["doc_id", "content_hash", "batch_id"], filter=ds.field("doc_id").isin(ids))
     clash = batch.documents.join(stored, on="doc_id", suffix="_stored").filter(pl.col("content_hash") != pl.col("content_hash_stored"))

@@ -11,33 +11,51 @@
 - ``review/quarantine/<name>.<hash>.bad.jsonl``: the rows of a file that were not applied,
   one JSON object per row with ``file, line, reason, row``; and a whole inbox file that is not
   a verdict file, moved there as ``<stem>.<hash><suffix>`` beside ``<that name>.error.txt``.
+
+Every path is checked before it is written (defence in depth behind the id checks of
+:mod:`grace_core.identifiers`): a reviewer name must be a safe id, a file name one plain path
+part, and the resolved target must stay inside the lake's ``review/`` folder. Verdict files
+are read in bounded pieces up to ``max_verdict_bytes``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 
 import polars as pl
 
 from grace_core.errors import LakeError
+from grace_core.identifiers import check_id
+from grace_core.limits import InputLimits
+from grace_core.verdict_files import InvalidVerdictFile
+from storage.bounded_io import file_digest, move_file, read_bounded
 from storage.config import LakeConfig
-from storage.filesystem import Store, open_store
+from storage.filesystem import LocalStore, Store, open_store
 
+REVIEW = "review"
 OUTBOX = "review/outbox"
 INBOX = "review/inbox"
 PROCESSED = "review/processed"
 QUARANTINE = "review/quarantine"
 
 
-def content_name(name: str, data: bytes) -> str:
-    """``name`` with the first 12 hex digits of the SHA-256 of ``data`` before its suffix:
-    ``alice.csv`` → ``alice.3f2a1b9c0d11.csv``."""
+def content_name(name: str, data: bytes | str) -> str:
+    """``name`` with the first 12 hex digits of the SHA-256 of ``data`` (or of the hex digest
+    ``data``) before its suffix: ``alice.csv`` → ``alice.3f2a1b9c0d11.csv``."""
     stem, dot, suffix = name.rpartition(".")
-    digest = hashlib.sha256(data).hexdigest()[:12]
+    digest = (data if isinstance(data, str) else hashlib.sha256(data).hexdigest())[:12]
     return f"{stem}.{digest}.{suffix}" if dot and stem else f"{name}.{digest}"
+
+
+def _plain_name(name: str) -> str:
+    """``name`` when it is one plain path part (no separator, NUL, or ``.``/``..``)."""
+    if not name or name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise LakeError(f"review file name {name!r}: not a plain file name")
+    return name
 
 
 @dataclass(frozen=True)
@@ -46,9 +64,22 @@ class ReviewArea:
 
     store: Store
 
+    def _inside(self, folder: str, name: str) -> str:
+        """The lake-relative path ``folder/name``, refused unless ``name`` is one plain part
+        and (local lakes) the resolved path stays inside the lake's ``review/`` folder."""
+        rel = f"{folder}/{_plain_name(name)}"
+        if isinstance(self.store, LocalStore):
+            root = os.path.realpath(self.store.arrow_path(REVIEW))
+            target = os.path.realpath(self.store.arrow_path(rel))
+            if os.path.commonpath([root, target]) != root:
+                raise LakeError(f"review file {rel!r}: resolves to {target}, outside the lake's review folder")
+        return rel
+
     def packet_paths(self, reviewer: str) -> tuple[str, str]:
-        """Lake-relative paths of ``reviewer``'s packet: CSV, then JSONL."""
-        return f"{OUTBOX}/{reviewer}.csv", f"{OUTBOX}/{reviewer}.jsonl"
+        """Lake-relative paths of ``reviewer``'s packet: CSV, then JSONL (``reviewer`` must be
+        a safe id, :func:`grace_core.identifiers.check_id`)."""
+        check_id(reviewer, "reviewer")
+        return self._inside(OUTBOX, f"{reviewer}.csv"), self._inside(OUTBOX, f"{reviewer}.jsonl")
 
     def write_packet(self, reviewer: str, packet: pl.DataFrame) -> list[str]:
         """Replace ``reviewer``'s packet with ``packet`` (flat columns) as CSV and JSONL; the
@@ -62,24 +93,27 @@ class ReviewArea:
         """Files waiting in the inbox, by name."""
         return sorted(self.store.list_names(INBOX))
 
-    def read_inbox(self, name: str) -> bytes:
-        """The bytes of inbox file ``name`` (empty when it vanished meanwhile)."""
-        return self.store.read_bytes(f"{INBOX}/{name}") or b""
+    def read_inbox(self, name: str, limits: InputLimits = InputLimits()) -> bytes:
+        """The bytes of inbox file ``name`` (empty when it vanished meanwhile), read in bounded
+        pieces: :class:`InvalidVerdictFile` when it holds more than ``max_verdict_bytes``."""
+        rel = self._inside(INBOX, name)
+        return read_bounded(self.store, rel, limits.max_verdict_bytes, "max_verdict_bytes", name, InvalidVerdictFile) or b""
 
     def mark_processed(self, name: str, data: bytes) -> str:
         """Move inbox file ``name`` (content ``data``) to ``review/processed/``; its new location."""
-        path = f"{PROCESSED}/{content_name(name, data)}"
-        self.store.write_bytes(path, data)
-        self.store.delete(f"{INBOX}/{name}")
+        path = self._inside(PROCESSED, content_name(name, data))
+        move_file(self.store, self._inside(INBOX, name), path)
         return self.store.file_uri(path)
 
-    def quarantine_file(self, name: str, data: bytes, error: str) -> str:
+    def quarantine_file(self, name: str, data: bytes | None, error: str) -> str:
         """Move inbox file ``name``, unreadable as a whole, to the quarantine with an
-        ``.error.txt`` report beside it saying why; its new location."""
-        path = f"{QUARANTINE}/{content_name(name, data)}"
+        ``.error.txt`` report beside it saying why; its new location. ``data`` is its content,
+        or None when it was too large to read (it is then hashed as a stream)."""
+        source = self._inside(INBOX, name)
+        digest = hashlib.sha256(data).hexdigest() if data is not None else file_digest(self.store, source)
+        path = self._inside(QUARANTINE, content_name(name, digest))
         self.store.write_bytes(f"{path}.error.txt", (error.rstrip() + "\n").encode("utf-8"))
-        self.store.write_bytes(path, data)
-        self.store.delete(f"{INBOX}/{name}")
+        move_file(self.store, source, path)
         return self.store.file_uri(path)
 
     def quarantine_rows(self, name: str, digest: str, rows: Iterable[Mapping[str, object]]) -> str:
@@ -87,17 +121,20 @@ class ReviewArea:
         ``file, line, reason, row``; the same file quarantined twice gives the same object.
         Returns its location."""
         base = name.rsplit("/", 1)[-1]
-        path = f"{QUARANTINE}/{base}.{digest[:12]}.bad.jsonl"
+        path = self._inside(QUARANTINE, f"{base}.{digest[:12]}.bad.jsonl")
         body = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows)
         self.store.write_bytes(path, body.encode("utf-8"))
         return self.store.file_uri(path)
 
 
-def read_verdict_file(uri: str, config: LakeConfig) -> tuple[str, bytes]:
+def read_verdict_file(uri: str, config: LakeConfig, limits: InputLimits = InputLimits()) -> tuple[str, bytes]:
     """The name and bytes of a verdict file: a local path or ``s3://bucket/key`` (reached with
-    the lake's S3 endpoint and credentials)."""
+    the lake's S3 endpoint and credentials), read in bounded pieces:
+    :class:`InvalidVerdictFile` when it holds more than ``limits.max_verdict_bytes``."""
     parent, _, name = uri.rstrip("/").rpartition("/")
-    data = open_store(config.model_copy(update={"lake": parent or "."})).read_bytes(name)
+    folder = parent or ("/" if uri.startswith("/") else ".")
+    data = read_bounded(open_store(config.model_copy(update={"lake": folder})), name, limits.max_verdict_bytes,
+                        "max_verdict_bytes", uri, InvalidVerdictFile)
     if data is None:
         raise LakeError(f"{uri}: no such verdict file")
     return name, data

@@ -164,3 +164,79 @@ def test_batch_accepts_exactly_the_consistent_documents(docs: list[tuple[str, st
     else:
         with pytest.raises(InvalidBatch, match="with different content"):
             parse_batch(data, "b.jsonl")
+
+
+def _chunk_text_before(text: str, chunk_words: int) -> list[str]:
+    """The quadratic chunker this module had before it was made linear (the oracle for
+    identical output): a long paragraph's word list was re-sliced after every chunk."""
+    import re
+
+    chunks: list[str] = []
+    current: list[str] = []
+    count = 0
+    for paragraph in (p.strip() for p in re.split(r"\n\s*\n", text)):
+        words = paragraph.split()
+        if not words:
+            continue
+        if len(words) > chunk_words:
+            if current:
+                chunks.append("\n\n".join(current))
+                current, count = [], 0
+            while len(words) > chunk_words:
+                chunks.append(" ".join(words[:chunk_words]))
+                words = words[chunk_words:]
+            paragraph = " ".join(words)
+        if current and count + len(words) > chunk_words:
+            chunks.append("\n\n".join(current))
+            current, count = [], 0
+        current.append(paragraph)
+        count += len(words)
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def test_linear_chunking_gives_the_same_chunks_as_before(shared_data: Path) -> None:
+    texts = [
+        "\n\n".join(words(n, k * 10_000) for k, n in enumerate([10, 999, 1000, 1001, 2000, 2001, 3500, 7, 0, 12_345])),
+        words(25_000),  # one long paragraph
+        "  lead\n \n\n  spaced   words \t here\n\n\n\n" + words(1500) + "\n\n" + "x\n" * 700,
+    ]
+    texts += [json.loads(raw)["article"] for raw in (shared_data / "quality" / "quality_dev_subset.jsonl").read_bytes().splitlines()[:5]]
+    for text in texts:
+        for limit in (1, 7, CHUNK_WORDS):
+            assert chunk_text(text, limit) == _chunk_text_before(text, limit)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (jsonl({"id": "a\x00b", "title": "T", "text": "x"}), "field 'id': id contains '\\x00'"),
+    (jsonl({"id": "../../etc/x", "title": "T", "text": "x"}), "field 'id': id contains '/'"),
+    (jsonl({"id": "a..b", "title": "T", "text": "x"}), "field 'id': id contains '..'"),
+    (jsonl({"id": "-a", "title": "T", "text": "x"}), "field 'id': id starts with '-'"),
+    (jsonl({"id": "d", "title": "T", "text": "x", "questions": [{"id": "q/1", "question": "?"}]}), "field 'questions[0].id': id contains '/'"),
+    (b'{"id": "d", "title": "T\\ud800", "text": "x"}\n', "field 'title': holds a lone surrogate ('\\ud800' at character 2)"),
+    (b'{"id": "d", "title": "T", "text": "x", "g": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", "nested more than 64 levels"),
+    (b'{"id": "d", "title": "T", "text": "x", "n": 1' + b"0" * 5000 + b"}\n", "not valid JSON"),
+])
+def test_hostile_ids_and_values_name_file_line_and_field(data: bytes, message: str) -> None:
+    with pytest.raises(InvalidBatch) as err:
+        parse_batch(data, "b.jsonl")
+    assert str(err.value).startswith("b.jsonl: line 1: ") and message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_limits_name_their_setting() -> None:
+    from grace_core.limits import InputLimits
+
+    doc = {"id": "d", "title": "T", "text": "\n\n".join(["para"] * 5)}
+    cases = [
+        (InputLimits(max_batch_bytes=10), "b.jsonl: ", "over the limit of 10 (GRACE_MAX_BATCH_BYTES)"),
+        (InputLimits(max_line_bytes=10), "b.jsonl: line 1: the line is ", "over the limit of 10 (GRACE_MAX_LINE_BYTES)"),
+        (InputLimits(max_field_chars=10), "b.jsonl: line 1: field 'text': 28 characters", "(GRACE_MAX_FIELD_CHARS)"),
+        (InputLimits(max_paragraphs=4), "b.jsonl: line 1: field 'text': the document has 5 paragraphs", "(GRACE_MAX_PARAGRAPHS)"),
+        (InputLimits(max_json_depth=1), "b.jsonl: line 1: field 'questions'", "(GRACE_MAX_JSON_DEPTH)"),
+    ]
+    for limits, start, end in cases:
+        with pytest.raises(InvalidBatch) as err:
+            parse_batch(jsonl({**doc, "questions": []}), "b.jsonl", limits=limits)
+        assert str(err.value).startswith(start) and str(err.value).endswith(end), str(err.value)
+    assert parse_batch(jsonl(doc), "b.jsonl", limits=InputLimits(max_paragraphs=5)).priors.height == 1

@@ -15,7 +15,7 @@ import typer
 
 from flows.cli import app
 from flows.settings import build_settings
-from grace_core.errors import InvalidBatch
+from storage.inbox import read_batch_file
 from storage.ingest import ingest_batch
 from storage.lake import Lake
 from storage.vacuum import vacuum as vacuum_lake
@@ -80,14 +80,11 @@ def ingest(
         "the others become passages. All sections are priors when unset (GRACE_PRIOR_SECTIONS)."),
 ) -> None:
     """Ingest one document batch: all of it or nothing; the same batch twice changes nothing."""
-    try:
-        data = batch.read_bytes()
-    except OSError as exc:
-        raise InvalidBatch(f"{batch}: cannot read: {exc.strerror}") from None
     sections = tuple(s.strip() for s in prior_sections.split(",") if s.strip()) if prior_sections else None
     settings = build_settings(lake=lake, prior_sections=sections)
+    name, data = read_batch_file(str(batch), settings, settings)  # in bounded pieces, up to GRACE_MAX_BATCH_BYTES
     target = Lake.open(settings)
-    report = ingest_batch(target, data, batch.name, settings.prior_sections)
+    report = ingest_batch(target, data, name, settings.prior_sections, settings)
     print(f"{report.summary()} (lake {target.uri})")
 
 

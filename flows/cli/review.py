@@ -19,6 +19,7 @@ from flows.cli import app
 from flows.runtime import roles_with_cache, timestamp
 from flows.settings import build_settings
 from flows.verdicts import ingest_verdict_file, pending_for, record_verdicts, review_context, write_packets
+from grace_core.identifiers import check_id
 from grace_core.verdict_files import VerdictRow
 from storage.lake import Lake
 from storage.review_files import read_verdict_file
@@ -72,6 +73,7 @@ def review(
         return
     if reviewer is None:
         raise typer.BadParameter("name the reviewer (or use `grace review ingest FILE` / `grace review export`)", param_hint="--reviewer")
+    check_id(reviewer, "reviewer")
     settings = build_settings(lake=lake)
     target = Lake.open(settings, must_exist=True)
     pending = pending_for(target, reviewer, timestamp(None))
@@ -120,12 +122,16 @@ def ingest(
     """Record a returned verdict file (columns claim_id, verdict, reviewer; optionally doc_id,
     round, seconds_spent, note; a returned packet works as is). Good rows are applied, every bad
     row is reported with file, line and reason and kept in the lake's review quarantine (exit
-    code 1); the same file twice changes nothing."""
+    code 1); the same file twice changes nothing. An empty file, a file over GRACE_MAX_VERDICT_BYTES
+    or GRACE_MAX_VERDICT_ROWS, or one that is not .csv/.jsonl is refused whole (exit code 2)."""
     settings = build_settings(lake=lake)
     target = Lake.open(settings, must_exist=True)
-    name, data = read_verdict_file(file, settings)
-    report = ingest_verdict_file(target, name, data, timestamp(None))
-    typer.echo(report.summary())
+    name, data = read_verdict_file(file, settings, settings)
+    report = ingest_verdict_file(target, name, data, timestamp(None), settings)
+    if not (report.recorded or report.unanswered or report.bad or report.already_recorded):
+        typer.echo(f"{name}: the file holds no verdict rows (only its header); nothing recorded")
+    else:
+        typer.echo(report.summary())
     for bad in report.bad:
         typer.echo(str(bad), err=True)
     if report.bad:
@@ -140,6 +146,8 @@ def export(
     """Rewrite review packets (CSV and JSONL, one per reviewer) in the lake's review outbox:
     every claim still waiting for the reviewer, with its text, source passage, nearest prior,
     status, confidence and deadline, and empty verdict, seconds_spent and note columns."""
+    if reviewer is not None:
+        check_id(reviewer, "reviewer")
     settings = build_settings(lake=lake)
     target = Lake.open(settings, must_exist=True)
     roles, _ = roles_with_cache(settings, target, 0)

@@ -1,0 +1,45 @@
+"""Input size limits: how much of a document batch or a verdict file GRACE reads before it
+refuses the input with one clear line (file, line, field, the limit and the setting's name).
+
+Values only. The entry point's settings object *is* an :class:`InputLimits` (env
+``GRACE_MAX_BATCH_BYTES``, …); readers and parsers take one and check against it, so an
+endless or huge input stops at the limit instead of growing memory.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MIB = 1024 * 1024
+
+
+class InputLimits(BaseModel):
+    """Limits on what ``grace ingest``, the batch inbox and verdict files may hold."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    max_batch_bytes: int = Field(256 * MIB, gt=0, description="Largest document batch file, in bytes (GRACE_MAX_BATCH_BYTES).")
+    max_line_bytes: int = Field(64 * MIB, gt=0, description="Longest line of a document batch, in bytes (GRACE_MAX_LINE_BYTES).")
+    max_field_chars: int = Field(
+        16_000_000, gt=0, description="Longest text field of a batch line (id, title, text, paragraph, question, …), in characters "
+        "(GRACE_MAX_FIELD_CHARS).")
+    max_paragraphs: int = Field(
+        50_000, gt=0, description="Most paragraphs in one document (all sections together, or the paragraphs of its text) "
+        "(GRACE_MAX_PARAGRAPHS).")
+    max_json_depth: int = Field(
+        64, gt=0, le=500, description="Deepest nesting of JSON arrays and objects in a batch line or verdict line (GRACE_MAX_JSON_DEPTH).")
+    max_verdict_bytes: int = Field(64 * MIB, gt=0, description="Largest verdict file, in bytes (GRACE_MAX_VERDICT_BYTES).")
+    max_verdict_rows: int = Field(100_000, gt=0, description="Most rows in one verdict file (GRACE_MAX_VERDICT_ROWS).")
+
+
+def setting_name(field: str) -> str:
+    """The environment variable of limit ``field``: ``max_batch_bytes`` → ``GRACE_MAX_BATCH_BYTES``."""
+    return f"GRACE_{field.upper()}"
+
+
+def over_limit(size: int, unit: str, field: str, limit: int, *, at_least: bool = False) -> str:
+    """How an input part exceeds limit ``field``, e.g. ``70,000,000 bytes, over the limit of
+    67,108,864 (GRACE_MAX_LINE_BYTES)``; ``at_least`` when reading stopped at the limit, so
+    only a lower bound of the size is known."""
+    amount = f"more than {limit:,} {unit}" if at_least else f"{size:,} {unit}"
+    return f"{amount}, over the limit of {limit:,} ({setting_name(field)})"

@@ -1,0 +1,444 @@
+"""Hostile and careless inputs (issue 11, items 5 and 6): document batches, verdict files and
+reviewer names an attacker or a careless operator would try. Every probe drives the real
+``grace`` command (in process through its entry point, or as a subprocess where memory and
+blocking reads matter) and asserts:
+
+- the exit code (2 for a refused input; 1 for a verdict file whose bad rows are quarantined);
+- one clear line per problem, naming the file and, where there is one, the line and field;
+- no traceback;
+- nothing written outside the lake;
+- the lake's row counts unchanged after a refused input (no row lost, none half-written).
+
+Everything here is synthetic or the bundled sample (flows/samples/qasper_demo.jsonl).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import polars as pl
+import pytest
+from pydantic import ValidationError
+
+from flows.cli import main
+from flows.params import StageParams
+from grace_core.errors import GraceError, InvalidIdentifier
+from storage.lake import Lake
+from storage.review_files import ReviewArea
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.reliability
+
+SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
+TABLES = ("documents", "sources", "questions", "batches", "verdicts")
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str, **env: str) -> Result:
+    """Run ``grace ARGS`` in process through its console entry point, with ``env`` (GRACE_*
+    settings) set. An exception escaping ``main`` (a traceback) fails the test."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(sys, "argv", ["grace", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    for key in env:
+        monkeypatch.delenv(key)
+    assert "Traceback" not in out + err
+    return Result(code, out, err)
+
+
+def counts(lake: Path) -> dict[str, int]:
+    """Rows per table of the lake at ``lake``."""
+    opened = Lake.open(StageParams(round_id=1, lake=str(lake)).settings(), must_exist=True)
+    return {t: opened.read(t).height for t in TABLES}
+
+
+def files_outside(root: Path, lake: Path) -> set[Path]:
+    """Every file under ``root`` that is not inside ``lake``."""
+    return {p for p in root.rglob("*") if p.is_file() and lake not in p.parents}
+
+
+def refused(res: Result, *names: str) -> str:
+    """Assert a refusal: exit 2, nothing on stdout, one line on stderr naming each of
+    ``names``; the line."""
+    assert res.code == 2, res
+    assert res.out == "", res
+    assert res.err.count("\n") == 1 and res.err.startswith("grace: error: "), res.err
+    for name in names:
+        assert name in res.err, (name, res.err)
+    return res.err
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> Path:
+    """A local lake holding the bundled sample (3 papers)."""
+    root = tmp_path / "lake"
+    res = grace(monkeypatch, capsys, "ingest", str(SAMPLE), "--lake", str(root))
+    assert res.code == 0, res
+    return root
+
+
+# ---------------------------------------------------------------------------------------------
+# Document batches: `grace ingest FILE`
+# ---------------------------------------------------------------------------------------------
+
+def line(doc: dict) -> bytes:
+    return (json.dumps(doc) + "\n").encode("utf-8")
+
+
+GOOD = {"id": "ok-1", "title": "T", "text": "Fine text."}
+DEEP = 100_000
+
+# (name, batch bytes, GRACE_* settings, substrings the one error line must hold)
+BATCH_PROBES = [
+    ("nul-in-id", line({**GOOD, "id": "a\x00b"}), {}, ["line 1", "field 'id'", "'\\x00'"]),
+    ("dot-dot-slash-id", line({**GOOD, "id": "../../etc/x"}), {}, ["line 1", "field 'id'", "'/'"]),
+    ("absolute-path-id", line({**GOOD, "id": "/etc/passwd"}), {}, ["line 1", "field 'id'", "'/'"]),
+    ("dot-dot-id", line({**GOOD, "id": "a..b"}), {}, ["line 1", "field 'id'", "'..'"]),
+    ("hidden-file-id", line({**GOOD, "id": ".hidden"}), {}, ["line 1", "field 'id'", "starts with '.'"]),
+    ("backslash-id", line({**GOOD, "id": "..\\..\\x"}), {}, ["line 1", "field 'id'", "'\\\\'"]),
+    ("newline-id", line({**GOOD, "id": "a\nb"}), {}, ["line 1", "field 'id'", "'\\n'"]),
+    ("long-id", line({**GOOD, "id": "a" * 129}), {}, ["line 1", "field 'id'", "at most 128"]),
+    ("quality-id-with-slash", line({"article_id": "1/2", "title": "T", "article": "x"}), {}, ["field 'article_id'"]),
+    ("question-id-escape", line({**GOOD, "questions": [{"id": "../q", "question": "Why?"}]}), {},
+     ["line 1", "field 'questions[0].id'", "'/'"]),
+    ("question-id-nul", line({**GOOD, "questions": [{"id": "q\x00", "question": "Why?"}]}), {},
+     ["field 'questions[0].id'", "'\\x00'"]),
+    ("lone-surrogate-text", b'{"id": "s", "title": "T", "text": "bad \\ud800 text"}\n', {},
+     ["line 1", "field 'text'", "lone surrogate"]),
+    ("lone-surrogate-id", b'{"id": "\\udfff", "title": "T", "text": "x"}\n', {}, ["line 1", "field 'id'", "lone surrogate"]),
+    ("lone-surrogate-key", b'{"id": "s", "title": "T", "text": "x", "\\ud800": 1}\n', {}, ["line 1", "lone surrogate"]),
+    ("lone-surrogate-question", b'{"id": "s", "title": "T", "text": "x", "questions": [{"question": "\\ud83d?"}]}\n', {},
+     ["field 'questions[0].question'", "lone surrogate"]),
+    ("deep-nesting-100k", b'{"id": "n", "title": "T", "text": "x", "g": ' + b"[" * DEEP + b"]" * DEEP + b"}\n", {},
+     ["line 1", "nested more than 64 levels", "GRACE_MAX_JSON_DEPTH"]),
+    ("deep-nesting-100k-objects", b'{"id": "n", "title": "T", "text": "x", "g": ' + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"}\n",
+     {}, ["line 1", "GRACE_MAX_JSON_DEPTH"]),
+    ("nesting-over-setting", line({**GOOD, "questions": [{"question": "q", "gold": [[[[["x"]]]]]}]}), {"GRACE_MAX_JSON_DEPTH": "5"},
+     ["line 1", "field 'questions[0].gold", "GRACE_MAX_JSON_DEPTH"]),
+    ("huge-integer", b'{"id": "h", "title": "T", "text": "x", "n": 1' + b"0" * 5000 + b"}\n", {}, ["line 1", "not valid JSON"]),
+    ("line-over-limit", line({**GOOD, "text": "word " * 50_000}), {"GRACE_MAX_LINE_BYTES": "100000"},
+     ["line 1", "over the limit of 100,000", "GRACE_MAX_LINE_BYTES"]),
+    ("field-over-limit", line({**GOOD, "title": "t" * 5000}), {"GRACE_MAX_FIELD_CHARS": "4096"},
+     ["line 1", "field 'title'", "5,000 characters", "GRACE_MAX_FIELD_CHARS"]),
+    ("paragraph-over-limit", line({"id": "p", "title": "T", "sections": [{"name": "S", "paragraphs": ["p"] * 30}]}),
+     {"GRACE_MAX_PARAGRAPHS": "20"}, ["line 1", "field 'sections[0].paragraphs'", "30 paragraphs", "GRACE_MAX_PARAGRAPHS"]),
+    ("text-paragraphs-over-limit", line({**GOOD, "text": "\n\n".join(["para"] * 30)}), {"GRACE_MAX_PARAGRAPHS": "20"},
+     ["line 1", "field 'text'", "GRACE_MAX_PARAGRAPHS"]),
+    ("batch-over-limit", line(GOOD) * 3000, {"GRACE_MAX_BATCH_BYTES": str(64 * 1024)},
+     ["more than 65,536 bytes", "GRACE_MAX_BATCH_BYTES"]),
+    ("non-utf8", line(GOOD) + b'{"id": "x", "title": "caf\xe9", "text": "t"}\n', {}, ["line 2", "not valid UTF-8"]),
+    ("utf16", "\n".join([json.dumps(GOOD)]).encode("utf-16"), {}, ["line 1", "not valid UTF-8"]),
+    ("binary-garbage", bytes(range(256)) * 8, {}, ["line 1"]),
+    ("nul-bytes", b"\x00" * 4096, {}, ["line 1", "not valid JSON"]),
+    ("empty-file", b"", {}, ["no documents"]),
+    ("blank-lines-only", b"\n \n\t\n", {}, ["no documents"]),
+    ("not-an-object", b"[1, 2, 3]\n", {}, ["line 1", "expected a JSON object"]),
+    ("bad-second-line-keeps-first-out", line(GOOD) + line({**GOOD, "id": "../x"}), {}, ["line 2", "field 'id'"]),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "env", "expected"), BATCH_PROBES, ids=[p[0] for p in BATCH_PROBES])
+def test_bad_batch_is_refused_whole(name: str, data: bytes, env: dict, expected: list[str], lake: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    batch = tmp_path / f"{name}.jsonl"
+    batch.write_bytes(data)
+    before, outside = counts(lake), files_outside(tmp_path, lake)
+    res = grace(monkeypatch, capsys, "ingest", str(batch), "--lake", str(lake), **env)
+    refused(res, f"{name}.jsonl", *expected)
+    assert counts(lake) == before
+    assert files_outside(tmp_path, lake) == outside
+
+
+def test_unreadable_batch_paths_are_one_line(lake: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    before = counts(lake)
+    refused(grace(monkeypatch, capsys, "ingest", str(tmp_path), "--lake", str(lake)), str(tmp_path.name), "it is a folder")
+    refused(grace(monkeypatch, capsys, "ingest", str(tmp_path / "missing.jsonl"), "--lake", str(lake)), "missing.jsonl: cannot read")
+    locked = tmp_path / "locked.jsonl"
+    locked.write_bytes(line(GOOD))
+    locked.chmod(0)
+    if os.geteuid() != 0:  # root reads anything
+        refused(grace(monkeypatch, capsys, "ingest", str(locked), "--lake", str(lake)), "locked.jsonl: cannot read")
+    assert counts(lake) == before
+
+
+def run_grace(args: list[str], env: dict[str, str], tmp_path: Path, timeout: float = 120) -> tuple[subprocess.CompletedProcess, int]:
+    """``grace ARGS`` as a separate process; its result and its peak resident memory in KiB."""
+    rss = tmp_path / "maxrss"
+    code = ("import atexit, resource\n"
+            f"atexit.register(lambda: open({str(rss)!r}, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+            "from flows.cli import main\nmain()\n")
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, int(rss.read_text())
+
+
+def test_ingest_dev_zero_stops_at_the_limit_without_growing_memory(lake: Path, tmp_path: Path) -> None:
+    before = counts(lake)
+    proc, rss_kib = run_grace(["ingest", "/dev/zero", "--lake", str(lake)], {"GRACE_MAX_BATCH_BYTES": str(8 * MIB)}, tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "grace: error: /dev/zero: more than 8,388,608 bytes, over the limit of 8,388,608 (GRACE_MAX_BATCH_BYTES)\n"
+    assert rss_kib < 1024 * 1024, f"peak memory {rss_kib} KiB"
+    assert counts(lake) == before
+
+
+def test_ingest_an_endless_fifo_stops_at_the_limit(lake: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "endless.jsonl"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+    written = [0]
+
+    def feed() -> None:  # a writer that never stops: opens once the reader is there, writes until the pipe breaks
+        deadline = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:
+                time.sleep(0.01)
+        else:
+            return
+        os.set_blocking(fd, True)
+        piece = line(GOOD) * 1000
+        try:
+            while not stop.is_set():
+                written[0] += os.write(fd, piece)
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    before = counts(lake)
+    try:
+        proc, rss_kib = run_grace(["ingest", str(fifo), "--lake", str(lake)], {"GRACE_MAX_BATCH_BYTES": str(4 * MIB)}, tmp_path)
+    finally:
+        stop.set()
+        writer.join(timeout=10)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"grace: error: {fifo}: more than 4,194,304 bytes, over the limit of 4,194,304 (GRACE_MAX_BATCH_BYTES)\n"
+    assert written[0] > 4 * MIB and rss_kib < 1024 * 1024
+    assert counts(lake) == before
+
+
+def test_inbox_quarantines_oversized_and_hostile_batches_without_reading_them_whole(lake: Path, tmp_path: Path) -> None:
+    from flows.ingest import ingest_inbox
+    from flows.settings import build_settings
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "a-huge.jsonl").write_bytes(line(GOOD) * 20_000)
+    (inbox / "b-escape.jsonl").write_bytes(line({**GOOD, "id": "../../x"}))
+    (inbox / "c-deep.jsonl").write_bytes(b'{"id": "n", "title": "T", "text": "x", "g": ' + b"[" * DEEP + b"]" * DEEP + b"}\n")
+    (inbox / "d-good.jsonl").write_bytes(line(GOOD))
+    before = counts(lake)
+    settings = build_settings(lake=str(lake), max_batch_bytes=512 * 1024)
+    lines = ingest_inbox.fn(settings, str(inbox))
+    assert [ln.split(":")[0] for ln in lines] == ["a-huge.jsonl", "b-escape.jsonl", "c-deep.jsonl", "d-good.jsonl"]
+    assert "GRACE_MAX_BATCH_BYTES" in lines[0] and "field 'id'" in lines[1] and "GRACE_MAX_JSON_DEPTH" in lines[2]
+    assert sorted(p.name for p in (inbox / "quarantine").iterdir()) == sorted(
+        f"{n}{s}" for n in ("a-huge.jsonl", "b-escape.jsonl", "c-deep.jsonl") for s in ("", ".error.txt"))
+    assert (inbox / "quarantine" / "a-huge.jsonl").stat().st_size == len(line(GOOD)) * 20_000  # moved whole, not truncated
+    assert [p.name for p in (inbox / "processed").iterdir()] == ["d-good.jsonl"]
+    after = counts(lake)
+    assert after["documents"] == before["documents"] + 1 and after["batches"] == before["batches"] + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdict files: `grace review ingest FILE`
+# ---------------------------------------------------------------------------------------------
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def review_lake(tmp_path: Path) -> Path:
+    """A lake with claim ``c:1`` of document ``d1`` assigned to alice in round 1."""
+    from tests.review.conftest import build_lake
+
+    root = tmp_path / "lake"
+    opened = build_lake(str(root))
+    opened.commit("fixture/deferrals", {"deferrals": pl.DataFrame({
+        "doc_id": ["d1"], "claim_id": ["c:1"], "round": [1], "reviewer": ["alice"], "priority": [1.0], "confidence": [0.0],
+        "cost": [0.1], "gain": [1.0], "rank": [1], "deadline": [T0 + timedelta(hours=72)], "created_at": [T0],
+    }, schema_overrides={"round": pl.Int32, "rank": pl.Int32})})
+    return root
+
+
+def jl(*rows: object) -> bytes:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows).encode("utf-8")
+
+
+ALICE = {"claim_id": "c:1", "verdict": "confirm", "reviewer": "alice"}
+
+# (name, file name, bytes, settings, substrings of the one error line); the whole file is refused (exit 2)
+WHOLE_FILE_PROBES = [
+    ("empty-csv", "v.csv", b"", {}, ["v.csv: empty file (no header"]),
+    ("blank-csv", "v.csv", b"\n\n  \n", {}, ["v.csv: empty file (no header"]),
+    ("empty-jsonl", "v.jsonl", b"", {}, ["v.jsonl: empty file"]),
+    ("verdicts-over-byte-limit", "v.jsonl", jl(*[ALICE] * 200), {"GRACE_MAX_VERDICT_BYTES": "4096"},
+     ["v.jsonl: more than 4,096 bytes", "GRACE_MAX_VERDICT_BYTES"]),
+    ("verdicts-over-row-limit", "v.jsonl", jl(*[ALICE] * 11), {"GRACE_MAX_VERDICT_ROWS": "10"},
+     ["v.jsonl: more than 10 rows", "GRACE_MAX_VERDICT_ROWS"]),
+    ("csv-over-row-limit", "v.csv", b"claim_id,verdict,reviewer\n" + b"c:1,confirm,alice\n" * 10, {"GRACE_MAX_VERDICT_ROWS": "10"},
+     ["v.csv: more than 10 rows", "GRACE_MAX_VERDICT_ROWS"]),
+    ("not-a-verdict-file", "v.xlsx", b"PK\x03\x04", {}, ["v.xlsx: not a verdict file"]),
+]
+
+
+@pytest.mark.parametrize(("name", "fname", "data", "env", "expected"), WHOLE_FILE_PROBES, ids=[p[0] for p in WHOLE_FILE_PROBES])
+def test_bad_verdict_file_is_refused_whole(name: str, fname: str, data: bytes, env: dict, expected: list[str], review_lake: Path,
+                                           tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "in" / fname
+    path.parent.mkdir()
+    path.write_bytes(data)
+    before, outside = counts(review_lake), files_outside(tmp_path, review_lake)
+    refused(grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake), **env), *expected)
+    assert counts(review_lake) == before and files_outside(tmp_path, review_lake) == outside
+
+
+def test_a_header_only_file_records_nothing_and_says_so(review_lake: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "alice.csv"
+    path.write_text("round,doc_id,claim_id,reviewer,verdict,seconds_spent,note\n")
+    before = counts(review_lake)
+    res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
+    assert (res.code, res.err) == (0, "")
+    assert res.out == "alice.csv: the file holds no verdict rows (only its header); nothing recorded\n"
+    assert counts(review_lake) == before
+
+
+def test_endless_verdict_sources_stop_at_the_limit(review_lake: Path, tmp_path: Path) -> None:
+    zero = tmp_path / "zero.jsonl"
+    zero.symlink_to("/dev/zero")
+    before = counts(review_lake)
+    proc, rss_kib = run_grace(["review", "ingest", str(zero), "--lake", str(review_lake)], {"GRACE_MAX_VERDICT_BYTES": str(2 * MIB)},
+                              tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"grace: error: {zero}: more than 2,097,152 bytes, over the limit of 2,097,152 (GRACE_MAX_VERDICT_BYTES)\n"
+    assert rss_kib < 1024 * 1024 and counts(review_lake) == before
+
+
+# (name, one JSONL or CSV line, substrings of its reason); each is a bad row: reported, quarantined, exit 1
+ROW_PROBES = [
+    ("nul-claim-id", jl({**ALICE, "claim_id": "c:1\x00"}), ["claim_id", "'\\x00'"]),
+    ("escaping-reviewer", jl({**ALICE, "reviewer": "../../../../outside/x"}), ["reviewer '../../../../outside/x' contains '/'"]),
+    ("absolute-reviewer", jl({**ALICE, "reviewer": "/etc/passwd"}), ["reviewer", "'/'"]),
+    ("nul-reviewer", jl({**ALICE, "reviewer": "alice\x00"}), ["reviewer", "'\\x00'"]),
+    ("escaping-doc-id", jl({**ALICE, "doc_id": "../d1"}), ["doc_id", "'/'"]),
+    ("surrogate-note", '{"claim_id": "c:1", "verdict": "confirm", "reviewer": "alice", "note": "\\ud800"}\n'.encode(),
+     ["note holds a lone surrogate"]),
+    ("surrogate-claim-id", '{"claim_id": "\\udc00", "verdict": "confirm", "reviewer": "alice"}\n'.encode(), ["claim_id", "lone surrogate"]),
+    ("surrogate-verdict", '{"claim_id": "c:1", "verdict": "\\ud800", "reviewer": "alice"}\n'.encode(), ["verdict", "lone surrogate"]),
+    ("deep-nesting-100k", b'{"claim_id": "c:1", "verdict": "confirm", "reviewer": "alice", "x": ' + b"[" * DEEP + b"]" * DEEP + b"}\n",
+     ["malformed line: JSON nested too deeply"]),
+    ("deep-nesting-as-value", b'{"claim_id": ' + b"[" * 500 + b"]" * 500 + b', "verdict": "confirm", "reviewer": "alice"}\n',
+     ["claim_id must be text"]),
+    ("huge-integer-round", b'{"claim_id": "c:1", "verdict": "confirm", "reviewer": "alice", "round": 1' + b"0" * 5000 + b"}\n",
+     ["malformed line: not valid JSON"]),
+    ("round-overflow", jl({**ALICE, "round": 2**40}), ["round must be a positive whole number"]),
+    ("round-unicode-digit", jl({**ALICE, "round": "\u00b2"}), ["round must be a positive whole number"]),
+    ("non-utf8-line", b'{"claim_id": "c:1", "verdict": "confirm", "reviewer": "al\xffice"}\n', ["not UTF-8"]),
+    ("nan-seconds", b'{"claim_id": "c:1", "verdict": "confirm", "reviewer": "alice", "seconds_spent": NaN}\n', ["seconds_spent"]),
+    ("not-an-object", b"[1, 2]\n", ["not a JSON object"]),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "expected"), ROW_PROBES, ids=[p[0] for p in ROW_PROBES])
+def test_hostile_verdict_rows_are_quarantined_and_good_rows_kept(name: str, data: bytes, expected: list[str], review_lake: Path,
+                                                                 tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "in" / "returned.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(data + jl(ALICE))  # the hostile line 1, then alice's real answer on line 2
+    before, outside = counts(review_lake), files_outside(tmp_path, review_lake)
+    res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
+    assert res.code == 1, res
+    assert res.out == f"returned.jsonl: 1 verdict recorded, 1 bad row quarantined in {review_lake}/review/quarantine/" \
+        + res.out.rsplit("/", 1)[1]
+    assert res.err.count("\n") == 1 and res.err.startswith("returned.jsonl: line 1: "), res.err
+    for text in expected:
+        assert text in res.err, (text, res.err)
+    after = counts(review_lake)
+    assert after == {**before, "verdicts": before["verdicts"] + 1}
+    assert not (tmp_path / "outside").exists() and files_outside(tmp_path, review_lake) == outside
+    (kept,) = (review_lake / "review" / "quarantine").glob("returned.jsonl.*.bad.jsonl")
+    assert json.loads(kept.read_text().splitlines()[0])["line"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Reviewer names on every path: CLI options, settings, the Prefect UI's parameters, the packet files
+# ---------------------------------------------------------------------------------------------
+
+ESCAPING_NAMES = ["../../../../outside/x", "/tmp/outside-x", "..", ".hidden", "a/b", "a\\b", "x" * 129, "bob smith", "-rf"]
+
+
+@pytest.mark.parametrize("name", ESCAPING_NAMES)
+def test_reviewer_names_that_escape_are_refused_on_every_path(name: str, review_lake: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    from flows.review_ui import PacketParams
+    from flows.settings import build_settings
+
+    before, outside = counts(review_lake), files_outside(tmp_path, review_lake)
+    outbox = review_lake / "review" / "outbox"
+    # grace review export --reviewer NAME
+    refused(grace(monkeypatch, capsys, "review", "export", f"--reviewer={name}", "--lake", str(review_lake)), "reviewer")
+    # grace review --reviewer NAME (the terminal tool)
+    refused(grace(monkeypatch, capsys, "review", f"--reviewer={name}", "--lake", str(review_lake)), "reviewer")
+    # GRACE_REVIEWERS, read by every command
+    refused(grace(monkeypatch, capsys, "review", "export", "--lake", str(review_lake), GRACE_REVIEWERS=json.dumps([name])),
+            "reviewer name", "GRACE_REVIEWERS")
+    # the Prefect UI's review_packet parameters
+    with pytest.raises(ValidationError):
+        PacketParams(reviewer=name, lake=str(review_lake))
+    # the packet files themselves (defence in depth behind the checks above)
+    area = ReviewArea(Lake.open(build_settings(lake=str(review_lake)), must_exist=True).store)
+    with pytest.raises(GraceError):
+        area.write_packet(name, pl.DataFrame({"claim_id": ["c:1"]}))
+    assert not outbox.exists() or list(outbox.iterdir()) == []
+    assert counts(review_lake) == before and files_outside(tmp_path, review_lake) == outside
+
+
+def test_real_reviewer_names_and_ids_are_accepted() -> None:
+    from flows.review_ui import PacketParams
+    from grace_core.assignment import ReviewConfig
+    from grace_core.identifiers import check_id
+
+    names = ("alice", "bob.smith", "carol@example.org", "dan_o", "eve-2", "frank+review")
+    assert ReviewConfig(reviewers=names).reviewers == names
+    assert PacketParams(reviewer="bob.smith").reviewer == "bob.smith"
+    for value in ("1909.00694", "52845_75VB1ISR", "63833_set1_1", "q:" + "ab" * 16, "c:1", "73906462bd3415f23d6378590a5ba28709b17605"):
+        assert check_id(value, "id") == value
+    with pytest.raises(InvalidIdentifier, match="reviewer '../x': contains '/'"):
+        check_id("../x", "reviewer")
+
+
+def test_a_symlinked_outbox_leading_out_of_the_lake_is_refused(review_lake: Path, tmp_path: Path) -> None:
+    from flows.settings import build_settings
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (review_lake / "review").mkdir(exist_ok=True)
+    (review_lake / "review" / "outbox").symlink_to(elsewhere)
+    area = ReviewArea(Lake.open(build_settings(lake=str(review_lake)), must_exist=True).store)
+    with pytest.raises(GraceError, match="outside the lake's review folder"):
+        area.write_packet("alice", pl.DataFrame({"claim_id": ["c:1"]}))
+    assert list(elsewhere.iterdir()) == []
