@@ -21,7 +21,7 @@ class InputLimits(BaseModel):
     max_batch_bytes: int = Field(256 * MIB, gt=0, description="Largest document batch file, in bytes (GRACE_MAX_BATCH_BYTES).")
     max_line_bytes: int = Field(64 * MIB, gt=0, description="Longest line of a document batch, in bytes (GRACE_MAX_LINE_BYTES).")
     max_field_chars: int = Field(
-        16_000_000, gt=0, description="Longest text field of a batch line (id, title, text, paragraph, question, …), in characters "
+        64_000_000, gt=0, description="Longest text field of a batch line (id, title, text, paragraph, question, …), in characters "
         "(GRACE_MAX_FIELD_CHARS).")
     max_paragraphs: int = Field(
         50_000, gt=0, description="Most paragraphs in one document (all sections together, or the paragraphs of its text) "
