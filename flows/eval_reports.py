@@ -11,7 +11,7 @@ from grace_core.evaluation.expansion import TRUTH_LABELS
 from grace_core.evaluation.expansion_report import render_markdown as expansion_markdown
 from grace_core.evaluation.qa_report import METRIC_KEYS
 from grace_core.evaluation.qa_report import render_markdown as qa_markdown
-from grace_core.promotion import VERDICTS
+from grace_core.decisions import VERDICTS
 from grace_core.status import STATUSES
 
 

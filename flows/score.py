@@ -1,5 +1,6 @@
-"""``score_round``: graph-tool centralities per document → scores and statuses of the round,
-with the round's metrics as Prefect artifacts."""
+"""``score_round``: the round of :mod:`grace_core.round` per chunk of documents — decisions from
+the votes that arrived, promotion, cascade, then graph-tool centralities → scores and statuses
+— with the round's metrics as Prefect artifacts."""
 
 from __future__ import annotations
 
@@ -7,54 +8,75 @@ from datetime import datetime
 
 import polars as pl
 import pyarrow.dataset as ds
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import NONE
 
 from flows.params import StageParams
-from flows.runtime import open_lake, stage_row, timestamp
+from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
-from flows.verdicts import decisions_before
+from flows.tasks import commit_once, grace_task
 from grace_core.documents import content_id
-from grace_core.edges import SOURCE_KINDS, validate_edges
-from grace_core.scoring import score_edges
+from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS
+from grace_core.round import RoundState, settle
+from storage.lake import Lake
 
 METRIC_COLUMNS = ("round", "n_documents", "n_claims", "n_grounded", "n_boundary", "n_refuted", "pcr", "kf",
-                  "n_deferred", "n_confirmed", "n_rejected", "yield", "cascade")
+                  "n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "cascade")
 
 
-@task(retries=2, retry_delay_seconds=5, cache_policy=NONE)
+@grace_task()
 def documents_with_claims(settings: GraceSettings) -> list[str]:
     return sorted(open_lake(settings).read("claims", columns=["doc_id"]).unique()["doc_id"].to_list())
 
 
-@task(retries=1, retry_delay_seconds=5, cache_policy=NONE)
+def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
+    """The state of ``doc_ids`` as of ``round_id`` (:class:`grace_core.round.RoundState`),
+    read by key from the lake: their graph sources, claims, edges and every vote on them."""
+    rounds = range(0, round_id + 1)
+    in_docs = ds.field("doc_id").isin(doc_ids)
+    return RoundState(
+        sources=lake.read("sources", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "text", "claim_id"],
+                          filter=in_docs & ds.field("source_kind").isin(list(SOURCE_KINDS))),
+        claims=lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id", "source_id", "source_kind", "text", "round"], filter=in_docs),
+        edges=lake.read("edges", rounds=rounds, columns=list(EDGE_COLUMNS), filter=in_docs),
+        votes=lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"], filter=in_docs),
+    )
+
+
+@grace_task(retries=1)
 def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now: datetime) -> int:
-    """Score every claim of ``doc_ids`` as of ``round_id`` and commit the rows (once)."""
+    """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
+    arrived, promote and cascade, score; commit decisions, new sources and edges, and scores
+    (once)."""
     from graph_tool import openmp_set_num_threads
 
     openmp_set_num_threads(1)  # documents are scored one at a time; parallelism is across tasks
-    started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
+    caches = []
+
+    def roles():
+        built, cache = roles_with_cache(settings, lake, round_id)
+        caches.append(cache)
+        return built
+
+    def work():
+        s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
+                   origin=f"lake {lake.uri} edges")
+        at_round = pl.lit(round_id, pl.Int32)
+        tables = {
+            "decisions": s.decisions.with_columns(round=at_round),
+            "sources": s.promotion.sources.with_columns(round=at_round, name=pl.lit("verified claim")),
+            "edges": s.new_edges.with_columns(round=at_round),
+            "scores": s.scores.with_columns(round=at_round),
+            "llm_calls": pl.concat([c.pending() for c in caches]) if caches else pl.DataFrame(),
+        }
+        return {k: v for k, v in tables.items() if v.width}, len(doc_ids), s.scores.height
+
     key = f"score/round={round_id}/docs={content_id(*doc_ids)}"
-    if lake.is_committed(key):
-        return 0
-    rounds = range(0, round_id + 1)
-    in_docs = ds.field("doc_id").isin(doc_ids)
-    edges = lake.read("edges", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "claim_id", "label"], filter=in_docs)
-    claims = lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id"], filter=in_docs)
-    sources = lake.read("sources", rounds=rounds, columns=["doc_id", "source_id", "source_kind"], filter=in_docs & ds.field("source_kind").isin(list(SOURCE_KINDS)))
-    decisions = decisions_before(lake, round_id, settings.quorum)
-    rejected = decisions.filter(pl.col("decision") == "reject").select("doc_id", "claim_id")
-    scores = score_edges(validate_edges(edges, origin=f"lake {lake.uri} edges"), settings, rejected=rejected, claims=claims, sources=sources)
-    lake.commit(key, {
-        "scores": scores.with_columns(round=pl.lit(round_id, pl.Int32)),
-        "rounds": stage_row(round_id, "score", started, len(doc_ids)),
-    })
-    return scores.height
+    return commit_once(lake, key, round_id=round_id, stage="score", work=work) or 0
 
 
-@task(retries=2, retry_delay_seconds=5, cache_policy=NONE)
+@grace_task()
 def round_metrics(settings: GraceSettings) -> pl.DataFrame:
     """The lake's ``round_metrics`` view (all rounds)."""
     return open_lake(settings).query("SELECT * FROM round_metrics ORDER BY round")

@@ -21,8 +21,9 @@ import pyarrow.dataset as ds
 from grace_core.assignment import VERIFIER, open_assignments
 from grace_core.limits import InputLimits
 from grace_core.models.factory import ModelRoles
-from grace_core.promotion import aggregate_verdicts
 from grace_core.review import nearest_priors
+from grace_core.round import claim_texts as round_claim_texts
+from grace_core.round import prior_units as round_prior_units
 from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file
 from storage.lake import Lake
 from storage.review_files import ReviewArea
@@ -34,17 +35,16 @@ PACKET_COLUMNS = [
 ]
 
 
-def decisions_before(lake: Lake, round_id: int, quorum: int) -> pl.DataFrame:
-    """Decision per claim from all votes of deferral rounds before ``round_id`` (each
-    reviewer's latest vote on a claim counts once): ``doc_id, claim_id, …, decision``."""
-    votes = lake.read("verdicts", rounds=range(1, round_id), columns=["doc_id", "claim_id", "reviewer", "verdict", "created_at"])
-    latest = votes.sort("created_at").unique(["doc_id", "claim_id", "reviewer"], keep="last")
-    return aggregate_verdicts(latest.select("doc_id", "claim_id", "reviewer", "verdict"), quorum)
+def latest_decisions(lake: Lake) -> pl.DataFrame:
+    """Each claim's decision from its documents' latest settle step (the persisted
+    :func:`grace_core.decisions.decide`): ``doc_id, claim_id, …, decision``."""
+    rows = lake.read("decisions")
+    return rows.filter(pl.col("round") == pl.col("round").max().over("doc_id")).drop("round")
 
 
 def claim_texts(lake: Lake) -> pl.DataFrame:
     """One text per (doc_id, claim_id): the first decomposition's."""
-    return lake.read("claims", columns=["doc_id", "claim_id", "round", "text"]).sort("round").unique(["doc_id", "claim_id"], keep="first").drop("round")
+    return round_claim_texts(lake.read("claims", columns=["doc_id", "claim_id", "round", "text"]))
 
 
 def document_texts(lake: Lake) -> pl.DataFrame:
@@ -56,13 +56,9 @@ def document_texts(lake: Lake) -> pl.DataFrame:
 
 
 def prior_units(lake: Lake) -> pl.DataFrame:
-    """``doc_id, text`` of what counts as prior knowledge for review costs and nearest priors:
-    the atomic claims of the priors, and verified claims. (A sentence embedder reads only the
-    first few hundred tokens of a long section, so "nearest prior" is taken unit by unit.)"""
-    return pl.concat([
-        lake.read("claims", columns=["doc_id", "source_kind", "text"]).filter(pl.col("source_kind") == "prior"),
-        lake.read("sources", columns=["doc_id", "source_kind", "text"]).filter(pl.col("source_kind") == "verified"),
-    ]).select("doc_id", "text").unique(maintain_order=True)
+    """``doc_id, text`` of what counts as prior knowledge (:func:`grace_core.round.prior_units`)."""
+    return round_prior_units(lake.read("claims", columns=["doc_id", "source_kind", "text"]),
+                             lake.read("sources", columns=["doc_id", "source_kind", "text"]))
 
 
 def assignments(lake: Lake, now: datetime) -> pl.DataFrame:

@@ -1,4 +1,5 @@
-"""Verdicts, promotion and cascade (DESIGN §5): pure state changes on tables."""
+"""Promotion and cascade (DESIGN §5): pure state changes on tables, from the decisions of
+:func:`grace_core.decisions.decide`."""
 
 from __future__ import annotations
 
@@ -8,42 +9,12 @@ import polars as pl
 
 from grace_core.errors import InvalidVerdicts
 
-VERDICTS = ("confirm", "reject", "abstain")
 VERIFIED_PREFIX = "v:"
 
 
 def verified_source_id(claim_id: str) -> str:
     """Source id of the prior a confirmed claim becomes (never equal to a claim id)."""
     return VERIFIED_PREFIX + claim_id
-
-
-def aggregate_verdicts(votes: pl.DataFrame, quorum: int = 1) -> pl.DataFrame:
-    """Aggregate raw votes (``doc_id, claim_id, reviewer, verdict``) into one decision per claim.
-
-    Once at least ``quorum`` reviewers answered (abstentions count as answers), the decision is
-    the majority of the non-abstain votes; a tie or only abstentions give ``abstain``. Claims
-    below quorum get a null decision (pending). Returns ``doc_id, claim_id, n_votes, n_confirm,
-    n_reject, n_abstain, decision``.
-    """
-    bad = votes.filter(~pl.col("verdict").is_in(VERDICTS))
-    if bad.height:
-        raise InvalidVerdicts(f"unknown verdict {bad['verdict'][0]!r} for claim {bad['claim_id'][0]!r} (expected one of {', '.join(VERDICTS)})")
-    agg = votes.group_by("doc_id", "claim_id").agg(
-        n_votes=pl.len(),
-        n_confirm=(pl.col("verdict") == "confirm").sum(),
-        n_reject=(pl.col("verdict") == "reject").sum(),
-        n_abstain=(pl.col("verdict") == "abstain").sum(),
-    )
-    decision = (
-        pl.when(pl.col("n_votes") < quorum)
-        .then(None)
-        .when(pl.col("n_confirm") > pl.col("n_reject"))
-        .then(pl.lit("confirm"))
-        .when(pl.col("n_reject") > pl.col("n_confirm"))
-        .then(pl.lit("reject"))
-        .otherwise(pl.lit("abstain"))
-    )
-    return agg.with_columns(decision=decision).sort("doc_id", "claim_id")
 
 
 @dataclass(frozen=True)
@@ -57,7 +28,8 @@ class Promotion:
 
 
 def promote(decisions: pl.DataFrame, claims: pl.DataFrame) -> Promotion:
-    """Apply decisions (``doc_id, claim_id, decision``) to claims (``doc_id, claim_id, text``).
+    """Apply decisions (``doc_id, claim_id, decision``, from :func:`grace_core.decisions.decide`)
+    to claims (``doc_id, claim_id, text``).
 
     confirm → the claim becomes a prior (source kind ``verified``, its own text as passage)
     with an anchor edge to itself; reject → listed in ``rejected`` (Refuted for good, its

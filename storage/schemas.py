@@ -44,6 +44,13 @@ selection, ``deadline`` (null: none) and ``created_at``.
 ``verdict`` confirm | reject | abstain, ``reviewer``, ``seconds_spent``, ``note``,
 ``channel`` (ui, file, terminal, verifier, …) and ``created_at``.
 
+``decisions`` (by round, the round whose settle step computed them): the one decision model
+of DESIGN §5 (:func:`grace_core.decisions.decide`), persisted: for every claim with at least
+one vote, the vote counts over each reviewer's latest vote, the ``quorum`` in force and the
+``decision`` confirm | reject | abstain | pending (votes below quorum). Promotion, scoring's
+rejections, ``round_metrics``, ``review_queue``, ``reviewer_stats``, ``verdict_outcomes`` and
+``claim_status`` all read it.
+
 ``rounds`` (by round): one row per stage run of a round: ``stage`` (ingest, build, score,
 dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and ``detail_json``.
 
@@ -74,6 +81,7 @@ STORED_SOURCE_KINDS = (*SOURCE_KINDS, "passage")  # passages are document text o
 LABELS = ("entails", "contradicts")
 STATUSES = ("grounded", "boundary", "refuted")
 VERDICTS = ("confirm", "reject", "abstain")
+DECISIONS = (*VERDICTS, "pending")
 ROUND = "round"
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -148,6 +156,11 @@ TABLES: dict[str, TableSpec] = {
             _req("verdict", pa.string()), _opt("seconds_spent", pa.float64()), _opt("note", pa.string()),
             _opt("channel", pa.string()), _req("created_at", _TS),
         ], partitioned=True, verdict=VERDICTS),
+        _spec("decisions", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()),
+            _req("n_votes", pa.int32()), _req("n_confirm", pa.int32()), _req("n_reject", pa.int32()),
+            _req("n_abstain", pa.int32()), _req("quorum", pa.int32()), _req("decision", pa.string()),
+        ], partitioned=True, decision=DECISIONS),
         _spec("rounds", [
             _req(ROUND, pa.int32()), _req("stage", pa.string()), _req("started_at", _TS), _opt("finished_at", _TS),
             _opt("n_documents", pa.int64()), _opt("detail_json", pa.string()),

@@ -2,58 +2,68 @@
 earlier ones). Each is plain DuckDB SQL over the table views, so the catalog file shows them
 in any DuckDB client.
 
-- ``verdict_outcomes``: one row per deferral round and claim: vote counts (one vote per
-  reviewer: their latest) and the majority ``outcome`` of the non-abstain votes (a tie or only
-  abstentions → abstain), as :func:`grace_core.promotion.aggregate_verdicts` with quorum 1.
-- ``claim_status``: the latest status and scores of every scored claim. Scoring is per
-  document, so a claim's latest row is its row in the latest round its document was scored.
+Votes are decided in exactly one place, :func:`grace_core.decisions.decide` (each reviewer's
+latest vote, majority of the non-abstain votes once ``quorum`` reviewers answered), persisted
+by every round's settle step as the ``decisions`` table; every view below reads that table and
+none aggregates votes itself.
+
+- ``latest_decisions``: each claim's decision from its document's latest settle step.
+- ``verdict_outcomes``: one row per claim with votes: the vote counts, the ``quorum`` in force
+  and the ``outcome`` (confirm | reject | abstain | pending) of ``latest_decisions``, with
+  ``decided_round`` (the settle step it comes from).
+- ``claim_status``: the latest status and scores of every scored claim, with its review
+  ``decision`` (null when never voted on). Scoring is per document, so a claim's latest row
+  is its row in the latest round its document was scored.
 - ``claim_texts``: one row per unique claim: its text, first round, number of sources it was
   decomposed from and ``from_response`` (decomposed from some sampled response). Join it to
   ``claim_status`` ``USING (doc_id, claim_id)`` when the text is wanted (kept apart so status
   queries need not aggregate every claim row).
 - ``round_metrics``: per scored round, as of the end of that round (a document not rescored in
   a round keeps its previous scores): counts per status; PCR (grounded response claims / all
-  response claims); KF (boundary claims per document); yield = confirmed / deferred claims of
-  the round and ``yield_decided`` = confirmed / (confirmed + rejected); cascade = claims per
-  document that turned from boundary to grounded since the previous scored round without
-  having been confirmed by review (DESIGN §7).
+  response claims); KF (boundary claims per document); the outcome of the round's deferrals
+  as decided so far — ``n_confirmed, n_rejected, n_abstained`` and ``n_pending`` (no decision
+  yet, or votes below quorum; a vote is decided in the next round's settle step); yield =
+  confirmed / deferred and ``yield_decided`` = confirmed / (confirmed + rejected); cascade =
+  claims per document that turned from Boundary to Grounded since the previous scored round
+  without a confirm decision of their own (DESIGN §7, as :func:`grace_core.round.cascaded`).
+  Every claim counted confirmed has been promoted: a decision and its promotion are one commit.
 - ``review_queue``: open deferrals: each claim × reviewer's latest deferral that this reviewer
-  has not answered, with the claim's text and current status; ``overdue`` once past its
-  deadline (the flows return overdue claims to the pool).
+  has not answered and that is not decided for good (confirm or reject), with the claim's
+  text, current status and decision; ``overdue`` once past its deadline (the flows return
+  overdue claims to the pool).
 - ``reviewer_stats``: per round and reviewer: counts per verdict, mean seconds per verdict,
-  agreement (share of their votes on claims with ≥ 2 votes that equal the majority outcome)
-  and the round's Fleiss' kappa over claims with ≥ 2 votes (categories confirm, reject,
-  abstain; p_j pooled over all votes, so items may have different numbers of raters).
+  agreement (share of their latest votes on claims with ≥ 2 votes that equal the claim's
+  decided outcome) and the round's Fleiss' kappa over claims with ≥ 2 votes (categories
+  confirm, reject, abstain; each reviewer's latest vote, p_j pooled over all votes, so items
+  may have different numbers of raters).
 """
 
 from __future__ import annotations
 
 _LATEST_VOTES = """
     SELECT * FROM verdicts
-    QUALIFY row_number() OVER (PARTITION BY round, doc_id, claim_id, reviewer ORDER BY created_at DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY doc_id, claim_id, reviewer ORDER BY round DESC, created_at DESC) = 1
 """
 
 DERIVED_VIEWS: dict[str, str] = {
-    "verdict_outcomes": f"""
-        WITH votes AS ({_LATEST_VOTES}),
-        counts AS (
-            SELECT round, doc_id, claim_id, count(*) AS n_votes,
-                   count(*) FILTER (WHERE verdict = 'confirm') AS n_confirm,
-                   count(*) FILTER (WHERE verdict = 'reject') AS n_reject,
-                   count(*) FILTER (WHERE verdict = 'abstain') AS n_abstain
-            FROM votes GROUP BY round, doc_id, claim_id
-        )
-        SELECT *, CASE WHEN n_confirm > n_reject THEN 'confirm'
-                       WHEN n_reject > n_confirm THEN 'reject'
-                       ELSE 'abstain' END AS outcome
-        FROM counts
+    "latest_decisions": """
+        SELECT d.* FROM decisions d
+        JOIN (SELECT doc_id, max(round) AS round FROM decisions GROUP BY doc_id) l
+          ON l.doc_id = d.doc_id AND l.round = d.round
+    """,
+    "verdict_outcomes": """
+        SELECT round AS decided_round, doc_id, claim_id, n_votes, n_confirm, n_reject, n_abstain, quorum,
+               decision AS outcome
+        FROM latest_decisions
     """,
     "claim_status": """
         WITH latest AS (SELECT doc_id, max(round) AS round FROM scores GROUP BY doc_id)
         SELECT s.doc_id, s.claim_id, s.status, s.round AS scored_round, s.confidence, s.priority,
-               s.closeness, s.closeness_norm, s.betweenness, s.novelty, s.in_prior, s.contradicted, s.rejected
+               s.closeness, s.closeness_norm, s.betweenness, s.novelty, s.in_prior, s.contradicted, s.rejected,
+               d.decision
         FROM scores s
         JOIN latest l ON l.doc_id = s.doc_id AND l.round = s.round
+        LEFT JOIN latest_decisions d ON d.doc_id = s.doc_id AND d.claim_id = s.claim_id
     """,
     "claim_texts": """
         SELECT doc_id, claim_id, arg_min(text, round) AS text, min(round) AS first_round,
@@ -93,11 +103,12 @@ DERIVED_VIEWS: dict[str, str] = {
         ),
         reviewed AS (
             SELECT d.round, count(*) AS n_deferred,
-                   count(*) FILTER (WHERE o.outcome = 'confirm') AS n_confirmed,
-                   count(*) FILTER (WHERE o.outcome = 'reject') AS n_rejected,
-                   count(*) FILTER (WHERE o.outcome = 'abstain') AS n_abstained
+                   count(*) FILTER (WHERE o.decision = 'confirm') AS n_confirmed,
+                   count(*) FILTER (WHERE o.decision = 'reject') AS n_rejected,
+                   count(*) FILTER (WHERE o.decision = 'abstain') AS n_abstained,
+                   count(*) FILTER (WHERE o.decision IS NULL OR o.decision = 'pending') AS n_pending
             FROM (SELECT DISTINCT round, doc_id, claim_id FROM deferrals) d
-            LEFT JOIN verdict_outcomes o ON o.round = d.round AND o.doc_id = d.doc_id AND o.claim_id = d.claim_id
+            LEFT JOIN latest_decisions o ON o.doc_id = d.doc_id AND o.claim_id = d.claim_id
             GROUP BY d.round
         ),
         previous AS (SELECT round, lag(round) OVER (ORDER BY round) AS prev_round FROM scored_rounds),
@@ -108,9 +119,9 @@ DERIVED_VIEWS: dict[str, str] = {
             JOIN status_at old ON old.round = p.prev_round AND old.doc_id = cur.doc_id AND old.claim_id = cur.claim_id
             WHERE cur.status = 'grounded' AND old.status = 'boundary'
               AND NOT EXISTS (
-                  SELECT 1 FROM verdict_outcomes o
+                  SELECT 1 FROM decisions o
                   WHERE o.doc_id = cur.doc_id AND o.claim_id = cur.claim_id
-                    AND o.outcome = 'confirm' AND o.round < cur.round
+                    AND o.decision = 'confirm' AND o.round <= cur.round
               )
             GROUP BY cur.round
         )
@@ -122,6 +133,7 @@ DERIVED_VIEWS: dict[str, str] = {
                coalesce(r.n_confirmed, 0) AS n_confirmed,
                coalesce(r.n_rejected, 0) AS n_rejected,
                coalesce(r.n_abstained, 0) AS n_abstained,
+               coalesce(r.n_pending, 0) AS n_pending,
                r.n_confirmed / nullif(r.n_deferred, 0) AS yield,
                r.n_confirmed / nullif(r.n_confirmed + r.n_rejected, 0) AS yield_decided,
                coalesce(k.n_cascade, 0) AS n_cascade,
@@ -140,7 +152,7 @@ DERIVED_VIEWS: dict[str, str] = {
         )
         SELECT d.doc_id, d.claim_id, d.round, d.reviewer, d.rank, d.gain, d.priority, d.confidence,
                d.cost, d.deadline, coalesce(d.deadline < now(), false) AS overdue, d.created_at,
-               cs.status, t.text
+               cs.status, cs.decision, t.text
         FROM latest d
         LEFT JOIN claim_status cs ON cs.doc_id = d.doc_id AND cs.claim_id = d.claim_id
         LEFT JOIN (
@@ -153,12 +165,16 @@ DERIVED_VIEWS: dict[str, str] = {
             WHERE v.doc_id = d.doc_id AND v.claim_id = d.claim_id
               AND v.reviewer = d.reviewer AND v.round = d.round
         )
+          AND coalesce(cs.decision NOT IN ('confirm', 'reject'), true)
     """,
     "reviewer_stats": f"""
         WITH votes AS ({_LATEST_VOTES}),
         items AS (
-            SELECT round, n_votes AS n, n_confirm AS a, n_reject AS b, n_abstain AS c
-            FROM verdict_outcomes WHERE n_votes >= 2
+            SELECT v.round, count(*) AS n,
+                   count(*) FILTER (WHERE v.verdict = 'confirm') AS a,
+                   count(*) FILTER (WHERE v.verdict = 'reject') AS b,
+                   count(*) FILTER (WHERE v.verdict = 'abstain') AS c
+            FROM votes v GROUP BY v.round, v.doc_id, v.claim_id HAVING count(*) >= 2
         ),
         pooled AS (
             SELECT round,
@@ -174,10 +190,10 @@ DERIVED_VIEWS: dict[str, str] = {
                count(*) FILTER (WHERE v.verdict = 'reject') AS n_reject,
                count(*) FILTER (WHERE v.verdict = 'abstain') AS n_abstain,
                avg(v.seconds_spent) AS mean_seconds,
-               avg(CASE WHEN o.n_votes >= 2 THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
+               avg(CASE WHEN o.n_votes >= 2 AND o.outcome <> 'pending' THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
                any_value(k.fleiss_kappa) AS fleiss_kappa
         FROM votes v
-        JOIN verdict_outcomes o ON o.round = v.round AND o.doc_id = v.doc_id AND o.claim_id = v.claim_id
+        LEFT JOIN verdict_outcomes o ON o.doc_id = v.doc_id AND o.claim_id = v.claim_id
         LEFT JOIN kappa k ON k.round = v.round
         GROUP BY v.round, v.reviewer
     """,

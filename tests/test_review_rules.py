@@ -11,7 +11,8 @@ from grace_core.edges import validate_edges
 from grace_core.errors import InvalidVerdicts
 from grace_core.metrics import grounding_precision, round_metrics
 from grace_core.params import ScoringParams
-from grace_core.promotion import aggregate_verdicts, cascade_candidates, cascade_edges, promote
+from grace_core.decisions import decide
+from grace_core.promotion import cascade_candidates, cascade_edges, promote
 from grace_core.retrieval import passage_closeness, retrieval_scores, top_passages
 from grace_core.scoring import score_edges
 from grace_core.selection import review_cost, select_for_review
@@ -56,7 +57,7 @@ def votes(rows: list[tuple[str, str, str]]) -> pl.DataFrame:
 
 
 def test_verdict_aggregation_majority_ties_abstentions_and_quorum() -> None:
-    agg = aggregate_verdicts(votes([
+    agg = decide(votes([
         ("maj", "a", "confirm"), ("maj", "b", "confirm"), ("maj", "c", "reject"),
         ("tie", "a", "confirm"), ("tie", "b", "reject"), ("tie", "c", "abstain"),
         ("abst", "a", "abstain"), ("abst", "b", "abstain"),
@@ -64,9 +65,22 @@ def test_verdict_aggregation_majority_ties_abstentions_and_quorum() -> None:
         ("few", "a", "confirm"),
     ]), quorum=2)
     got = dict(zip(agg["claim_id"], agg["decision"]))
-    assert got == {"maj": "confirm", "tie": "abstain", "abst": "abstain", "rej": "reject", "few": None}
+    assert got == {"maj": "confirm", "tie": "abstain", "abst": "abstain", "rej": "reject", "few": "pending"}
     with pytest.raises(InvalidVerdicts, match="unknown verdict 'maybe'"):
-        aggregate_verdicts(votes([("x", "a", "maybe")]))
+        decide(votes([("x", "a", "maybe")]))
+
+
+def test_each_reviewers_latest_vote_counts_once_across_rounds() -> None:
+    # DESIGN §5: a 2–1 majority inside one round does not win when the pooled latest votes tie 2–2
+    rows = pl.DataFrame([
+        {"doc_id": "d", "claim_id": "x", "reviewer": r, "verdict": v, "round": rnd}
+        for r, v, rnd in [("a", "reject", 1), ("b", "reject", 1), ("a", "confirm", 2), ("c", "confirm", 2), ("d", "confirm", 2)]
+    ])
+    got = decide(rows, quorum=2).row(0, named=True)
+    assert (got["n_votes"], got["n_confirm"], got["n_reject"], got["decision"]) == (4, 3, 1, "confirm")
+    tie = pl.concat([rows, pl.DataFrame([{"doc_id": "d", "claim_id": "x", "reviewer": "e", "verdict": "reject", "round": 1},
+                                         {"doc_id": "d", "claim_id": "x", "reviewer": "f", "verdict": "reject", "round": 3}])])
+    assert decide(tie, quorum=2)["decision"].to_list() == ["abstain"]  # a's latest is confirm: 3 confirm vs 3 reject
 
 
 def _edges(rows):

@@ -181,6 +181,8 @@ def expansion(
     backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
     workers: int = typer.Option(1, "--workers", min=1, help="Processes running papers in parallel (about 1 GB of memory each)."),
+    consolidation_rounds: int = typer.Option(
+        0, "--consolidation-rounds", min=0, help="Rounds after the protocol's with no new sections: only review and cascade act."),
 ) -> None:
     """The paper's expansion protocol: round-0 priors Abstract + Introduction, then per round the
     next batch of held-out sections as responder context, review by the verifier under the
@@ -193,16 +195,17 @@ def expansion(
     settings = build_settings(backend=backend, lake=lake, budget=budget, hallucination_rate=hallucination_rate)
     if "hallucination_rate" not in settings.model_fields_set:
         settings = settings.model_copy(update={"hallucination_rate": EVAL_HALLUCINATION_RATE})
-    options = {"rounds": rounds, "budget": settings.budget, "context_passages": settings.context_passages}
+    options = {"rounds": rounds, "budget": settings.budget, "context_passages": settings.context_passages,
+               "consolidation_rounds": consolidation_rounds}
     start = time.monotonic()
-    with progress_bar(f"papers × {rounds + 1} rounds", len(doc_ids)) as advance:
+    with progress_bar(f"papers × {rounds + consolidation_rounds + 1} rounds", len(doc_ids)) as advance:
         if workers == 1:
             metrics = evaluate_expansion(batch, build_roles(settings), settings, progress=advance, **options)
         else:
             runs = run_papers_in_workers(settings, content, str(data), doc_ids, options, workers=workers, progress=advance)
-            metrics = summarise(runs, rounds)
+            metrics = summarise(runs, rounds, consolidation_rounds)
     seconds = time.monotonic() - start
-    run_settings = result_settings(settings, rounds=rounds)
+    run_settings = result_settings(settings, rounds=rounds, consolidation_rounds=consolidation_rounds)
     shown = {k: run_settings[k] for k in ("backend", "rounds", "budget", "hallucination_rate", "context_passages", "seed")}
     write_report_folder(out, expansion_report_files(metrics, data=str(data), backend=settings.backend, settings=shown, seconds=seconds))
     where = record_in_lake(settings, expansion_records(metrics), command="expansion", dataset="qasper", data=data,

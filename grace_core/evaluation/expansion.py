@@ -14,13 +14,15 @@ Per paper:
 - **Round r ≥ 1.** The responder answers the questions from batch r (the
   ``context_passages`` sections of the batch most similar to each question). The new
   responses are decomposed; the judge sees only the pairs not judged before (new sources ×
-  every claim, old sources × new claims, verified priors included). The paper is scored, its
-  Boundary claims not yet decided are deferred under ``budget`` cost units
-  (:func:`grace_core.selection.select_for_review`, the verifier's review time is 0), the
-  verifier (one reviewer, quorum 1) judges them against the full paper, confirmed claims are
-  promoted and cascaded (:func:`grace_core.review.judge_cascade`: the judge reads each new
-  verified claim against the paper's Boundary claims, as the flows do; its other pairs are
-  settled and never judged) and the paper is rescored. Rejections count from that rescoring on.
+  every claim, old sources × new claims, verified priors included). Then the round of
+  :mod:`grace_core.round`, exactly as the flows run it: the votes that arrived are decided,
+  confirmed claims promoted and cascaded (the judge reads each new verified claim against the
+  paper's Boundary claims; its other pairs are settled and never judged), the paper is
+  scored, its Boundary claims not yet decided are deferred under ``budget`` cost units (the
+  verifier's review time is 0) and the verifier (one reviewer, quorum 1) judges them against
+  the full paper. Its votes are settled at the start of the next round, as a human's would be.
+- **Consolidation rounds** (``consolidation_rounds``, after the protocol's rounds): no new
+  sections; only review and cascade act.
 
 Figures per round, over all papers, from the state at the end of the round:
 
@@ -28,9 +30,10 @@ Figures per round, over all papers, from the state at the end of the round:
   paper's Grounded claims (priors' claims included) as the answerer's sole context, one
   claim per paragraph in the order they entered the graph; baselines: title + abstract (the
   title alone when a paper has no abstract), and the full paper, once.
-- PCR, KF, yield (confirmed / deferred) and cascade per paper (:func:`grace_core.metrics.round_metrics`,
-  per-paper figures over every paper run); cascade counts claims that were Boundary before the
-  round's promotion and Grounded after, without having been deferred this round.
+- PCR, KF, yield (confirmed / deferred, the outcome of the round's own deferrals) and cascade
+  per paper (:func:`grace_core.metrics.round_metrics`, per-paper figures over every paper
+  run); cascade counts claims that turned from Boundary (the previous round's scores) to
+  Grounded without a confirm decision of their own (:func:`grace_core.round.cascaded`).
 - Grounding precision against the offline responder's recorded hallucinations (response
   claims only: a claim is false when it comes from a corrupted sentence and is not a claim of
   the original sentence), over all response claims and over the out-of-distribution ones
@@ -56,22 +59,23 @@ import polars as pl
 from grace_core.build import build_documents, decompose_sources, judge_pairs, sample_responses
 from grace_core.claims import claim_id
 from grace_core.documents import DocumentBatch
-from grace_core.edges import EDGE_COLUMNS, validate_edges
+from grace_core.edges import EDGE_COLUMNS
 from grace_core.evaluation.qa_harness import ACCURACY_F1, DatasetMismatch, check_dataset, gold_reference
 from grace_core.evaluation.qasper_metrics import UNANSWERABLE, score_question
+from grace_core.assignment import VERIFIER
+from grace_core.decisions import VERDICTS, decide
 from grace_core.metrics import grounding_precision, round_metrics
 from grace_core.models.factory import ModelRoles
 from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.roles import AnswerRequest
 from grace_core.params import ScoringParams
-from grace_core.promotion import VERDICTS, aggregate_verdicts, promote
-from grace_core.review import candidate_costs, judge_cascade, verify_claims
-from grace_core.scoring import score_edges
-from grace_core.selection import select_for_review
-from grace_core.status import BOUNDARY, GROUNDED, STATUSES
+from grace_core.review import verify_claims
+from grace_core.round import RoundState, Settlement, cascaded, defer, settle
+from grace_core.status import GROUNDED, STATUSES
 
 TRUTH_LABELS = ("true", "hallucinated")
-SOURCE_KEYS = ("doc_id", "source_id", "source_kind", "text")
+SOURCE_KEYS = ("doc_id", "source_id", "source_kind", "text", "claim_id")
+VOTE_SCHEMA = {"doc_id": pl.Utf8, "claim_id": pl.Utf8, "reviewer": pl.Utf8, "verdict": pl.Utf8, "round": pl.Int32}
 QUORUM = 1  # the verifier is one reviewer
 _INTRODUCTION = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s+)?introduction\b", re.IGNORECASE)
 
@@ -114,13 +118,25 @@ def split_paper(batch: DocumentBatch, doc_id: str, rounds: int) -> PaperSplit:
 
 @dataclass
 class PaperGraph:
-    """The growing claim graph of one paper."""
+    """The growing claim graph of one paper: a :class:`grace_core.round.RoundState` plus the
+    (source, claim) pairs already settled, so the judge never reads a pair twice."""
 
     sources: pl.DataFrame  # SOURCE_KEYS
     claims: pl.DataFrame  # CLAIM_COLUMNS (one row per decomposition)
     edges: pl.DataFrame  # EDGE_COLUMNS
     judged: pl.DataFrame  # doc_id, source_id, claim_id: pairs the judge (or decomposition) has settled
-    votes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "reviewer": pl.Utf8, "verdict": pl.Utf8}))
+    votes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=VOTE_SCHEMA))
+
+    def state(self) -> RoundState:
+        """The round's view of this graph."""
+        return RoundState(self.sources, self.claims, self.edges, self.votes)
+
+    def absorb(self, settlement: Settlement) -> None:
+        """Take the sources and edges a round's settlement added (promoted claims, cascade);
+        as in the flows, a verified claim is judged against Boundary claims only."""
+        self.sources = settlement.state.sources
+        self.edges = settlement.state.edges
+        self.settle_all()
 
     def unique_claims(self) -> pl.DataFrame:
         """``doc_id, claim_id, text, source_kind`` once per claim, in the order claims entered."""
@@ -139,19 +155,26 @@ def _pairs_to_judge(graph: PaperGraph) -> pl.DataFrame:
     """Every (source, claim) pair of the paper not judged yet, with both texts."""
     claims = graph.unique_claims().select("doc_id", "claim_id", pl.col("text").alias("claim_text"))
     return (
-        graph.sources.rename({"text": "source_text"})
+        graph.sources.select("doc_id", "source_id", "source_kind", pl.col("text").alias("source_text"))
         .join(claims, on="doc_id")
         .join(graph.judged, on=["doc_id", "source_id", "claim_id"], how="anti")
     )
 
 
+def _sources(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` as graph sources (:data:`SOURCE_KEYS`; ``claim_id`` null unless verified)."""
+    if "claim_id" not in rows.columns:
+        rows = rows.with_columns(claim_id=pl.lit(None, pl.Utf8))
+    return rows.select(SOURCE_KEYS)
+
+
 def grow(graph: PaperGraph, new_sources: pl.DataFrame, roles: ModelRoles, round_id: int) -> None:
-    """Add ``new_sources`` (SOURCE_KEYS) with their claims; judge only the new pairs."""
+    """Add ``new_sources`` with their claims; judge only the new pairs."""
     if new_sources.height == 0:
         return
     new_claims = decompose_sources(new_sources, roles, round_id=round_id)
     own = new_claims.select("doc_id", "source_id", "source_kind", "claim_id", pl.lit("entails").alias("label"))
-    graph.sources = pl.concat([graph.sources, new_sources.select(SOURCE_KEYS)])
+    graph.sources = pl.concat([graph.sources, _sources(new_sources)])
     graph.claims = pl.concat([graph.claims, new_claims])
     graph.judged = pl.concat([graph.judged, own.select("doc_id", "source_id", "claim_id")])
     judged = judge_pairs(_pairs_to_judge(graph), roles, round_id=round_id).select(EDGE_COLUMNS)
@@ -159,48 +182,26 @@ def grow(graph: PaperGraph, new_sources: pl.DataFrame, roles: ModelRoles, round_
     graph.settle_all()
 
 
-def score(graph: PaperGraph, params: ScoringParams) -> pl.DataFrame:
-    """Scores of every claim (:func:`grace_core.scoring.score_edges`) with rejections applied
-    and ``from_response`` added."""
-    decisions = aggregate_verdicts(graph.votes, QUORUM)
-    rejected = decisions.filter(pl.col("decision") == "reject").select("doc_id", "claim_id")
-    scores = score_edges(
-        validate_edges(graph.edges), params, rejected=rejected,
-        claims=graph.claims.select("doc_id", "claim_id").unique(), sources=graph.sources.select("doc_id", "source_id", "source_kind"),
-    )
-    return scores.join(graph.response_claims().with_columns(from_response=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
-        pl.col("from_response").fill_null(False)
-    )
-
-
-def review_round(graph: PaperGraph, scores: pl.DataFrame, split: PaperSplit, roles: ModelRoles, params: ScoringParams, *,
-                 budget: float, round_id: int) -> pl.DataFrame:
-    """Defer, verify, promote and cascade; returns this round's deferred claims with their decision
-    (``doc_id, claim_id, decision``; null when the verifier gave no answer)."""
-    decided = aggregate_verdicts(graph.votes, QUORUM).filter(pl.col("decision").is_in(["confirm", "reject"]))
-    texts = graph.unique_claims()
-    boundary = (
-        scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null())
-        .select("doc_id", "claim_id", "priority", "confidence")
-        .join(decided.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
-        .join(texts.select("doc_id", "claim_id", "text"), on=["doc_id", "claim_id"])
-    )
-    prior_units = pl.concat([
-        texts.filter(pl.col("source_kind") == "prior").select("doc_id", "text"),
-        graph.sources.filter(pl.col("source_kind") == "verified").select("doc_id", "text"),
-    ])
-    chosen = select_for_review(candidate_costs(boundary, prior_units, roles, params, review_seconds=0.0), budget)
+def play_round(graph: PaperGraph, split: PaperSplit, roles: ModelRoles, params: ScoringParams, *, budget: float,
+               round_id: int, review: bool = True) -> tuple[Settlement, pl.DataFrame]:
+    """One round of :mod:`grace_core.round` on the paper: settle the votes that arrived
+    (decisions, promotion, cascade, scores), then defer under ``budget`` (the verifier's review
+    time is 0) and let the verifier (one reviewer, quorum 1) judge the deferred claims against
+    the full paper; its votes are settled in the next round. Returns the settlement and this
+    round's deferred claims with their decision (``doc_id, claim_id, decision``)."""
+    settlement = settle(graph.state(), params, lambda: roles, quorum=QUORUM, round_id=round_id)
+    graph.absorb(settlement)
+    if not review:
+        return settlement, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8})
+    state = graph.state()
+    chosen = defer(settlement.scores, settlement.decisions, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}),
+                   state.claim_texts(), state.prior_units(), roles, params, budget=budget, review_seconds=0.0)
     document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
     verdicts = verify_claims(chosen.select("doc_id", "claim_id", "text"), document, roles)
-    graph.votes = pl.concat([graph.votes, verdicts.select("doc_id", "claim_id", pl.lit("verifier").alias("reviewer"), "verdict")])
-    decisions = aggregate_verdicts(graph.votes, QUORUM)
-    promo = promote(decisions.join(chosen.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="semi"), texts)
-    if promo.sources.height:
-        cascaded = judge_cascade(promo.sources, scores, texts, roles, round_id=round_id).select(EDGE_COLUMNS)
-        graph.sources = pl.concat([graph.sources, promo.sources.select(SOURCE_KEYS)])
-        graph.edges = pl.concat([graph.edges, promo.edges.select(EDGE_COLUMNS), cascaded]).unique(maintain_order=True)
-        graph.settle_all()  # as in the flows, a verified claim is judged against Boundary claims only
-    return chosen.select("doc_id", "claim_id").join(decisions.select("doc_id", "claim_id", "decision"), on=["doc_id", "claim_id"], how="left")
+    graph.votes = pl.concat([graph.votes, verdicts.select(
+        "doc_id", "claim_id", pl.lit(VERIFIER).alias("reviewer"), "verdict", pl.lit(round_id, pl.Int32).alias("round"))])
+    outcome = decide(graph.votes, QUORUM).select("doc_id", "claim_id", "decision")
+    return settlement, chosen.select("doc_id", "claim_id").join(outcome, on=["doc_id", "claim_id"], how="left")
 
 
 def hallucinated_claims(corruptions: pl.DataFrame, roles: ModelRoles) -> pl.DataFrame:
@@ -261,9 +262,11 @@ def final_verdicts(graph: PaperGraph, split: PaperSplit, roles: ModelRoles) -> p
 
 
 def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: ScoringParams, *, rounds: int, budget: float,
-              context_passages: int = 3) -> PaperRun:
-    """The whole protocol on one paper. The truth of response claims is known when the
-    responder is the offline one (it records its corruptions)."""
+              context_passages: int = 3, consolidation_rounds: int = 0) -> PaperRun:
+    """The whole protocol on one paper: round 0, ``rounds`` rounds revealing held-out
+    sections, then ``consolidation_rounds`` rounds with no new sections, in which only review
+    and cascade act. The truth of response claims is known when the responder is the offline
+    one (it records its corruptions)."""
     split = split_paper(batch, doc_id, rounds)
     questions = usable_questions(batch, doc_id)
     asked = questions.select("doc_id", "question_id", "question")
@@ -274,32 +277,29 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
     built = build_documents(docs, split.priors, asked, roles, round_id=0, context_passages=context_passages, model="eval")
     corruptions = [built.corruptions]
     graph = PaperGraph(
-        sources=pl.concat([split.priors.select(SOURCE_KEYS), built.responses.select(SOURCE_KEYS)]),
+        sources=pl.concat([_sources(split.priors), _sources(built.responses)]),
         claims=built.claims, edges=built.edges.select(EDGE_COLUMNS),
         judged=pl.DataFrame(schema={"doc_id": pl.Utf8, "source_id": pl.Utf8, "claim_id": pl.Utf8}),
     )
     graph.settle_all()
-    scores = score(graph, params)
+    settlement, deferred = play_round(graph, split, roles, params, budget=budget, round_id=0, review=False)
+    scores = _with_origin(settlement.scores, graph)
     run.scores.append(scores)
-    run.decisions.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8}))
+    run.decisions.append(deferred)
     run.cascaded.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}))
     run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
-    for r in range(1, rounds + 1):
-        responses, bad = sample_responses(docs, split.batches[r - 1], asked, roles, round_id=r,
-                                          context_passages=context_passages, model="eval")
-        corruptions.append(bad)
-        grow(graph, responses.select(SOURCE_KEYS), roles, r)
-        before = score(graph, params)
-        decided = review_round(graph, before, split, roles, params, budget=budget, round_id=r)
-        scores = score(graph, params)
-        turned = (
-            before.filter(pl.col("status") == BOUNDARY).select("doc_id", "claim_id")
-            .join(scores.filter(pl.col("status") == GROUNDED).select("doc_id", "claim_id"), on=["doc_id", "claim_id"])
-            .join(decided.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="anti")
-        )
+    for r in range(1, rounds + consolidation_rounds + 1):
+        if r <= rounds:
+            responses, bad = sample_responses(docs, split.batches[r - 1], asked, roles, round_id=r,
+                                              context_passages=context_passages, model="eval")
+            corruptions.append(bad)
+            grow(graph, responses.select("doc_id", "source_id", "source_kind", "text"), roles, r)
+        previous = scores
+        settlement, deferred = play_round(graph, split, roles, params, budget=budget, round_id=r)
+        scores = _with_origin(settlement.scores, graph)
         run.scores.append(scores)
-        run.decisions.append(decided)
-        run.cascaded.append(turned)
+        run.decisions.append(deferred)
+        run.cascaded.append(cascaded(previous, scores, settlement.decisions))
         run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
     responses = graph.response_claims()
     run.first_round = graph.claims.filter(pl.col("source_kind") == "response").group_by("doc_id", "claim_id").agg(pl.col("round").min())
@@ -309,6 +309,13 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
     run.final_verdicts = final_verdicts(graph, split, roles)
     run.spend_cap_reached = roles.spend_cap_reached
     return run
+
+
+def _with_origin(scores: pl.DataFrame, graph: PaperGraph) -> pl.DataFrame:
+    """``scores`` with ``from_response`` (the claim was decomposed from a sampled response)."""
+    return scores.join(graph.response_claims().with_columns(from_response=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
+        pl.col("from_response").fill_null(False)
+    )
 
 
 def grounded_context(graph: PaperGraph, scores: pl.DataFrame) -> str:
@@ -339,7 +346,7 @@ def _final_figures(final: pl.DataFrame, verdicts: pl.DataFrame, truth: pl.DataFr
     return out
 
 
-def summarise(runs: list[PaperRun], rounds: int) -> dict:
+def summarise(runs: list[PaperRun], rounds: int, consolidation_rounds: int = 0) -> dict:
     """metrics.json of ``grace eval expansion`` from the papers' runs. The headline confusion
     matrices are over out-of-distribution response claims (first seen in round ≥ 1, as the
     paper's Figure 2); ``all_response_claims`` holds the same figures over every response claim."""
@@ -348,14 +355,14 @@ def summarise(runs: list[PaperRun], rounds: int) -> dict:
     first = pl.concat([r.first_round for r in runs if r.first_round is not None])
     ood = first.filter(pl.col("round") >= 1).select("doc_id", "claim_id")
     out_rounds = []
-    for k in range(rounds + 1):
+    for k in range(rounds + consolidation_rounds + 1):
         scores = pl.concat([r.scores[k] for r in runs])
         m = round_metrics(scores, pl.concat([r.decisions[k] for r in runs]), pl.concat([r.cascaded[k] for r in runs]), documents=len(runs))
         answers = [a for r in runs for a in r.answers[k]]
         response = scores.filter(pl.col("from_response"))
         ood_now = response.join(ood, on=["doc_id", "claim_id"], how="semi")
         out_rounds.append({
-            "round": k,
+            "round": k, "consolidation": k > rounds,
             "qa_accuracy": _mean(answers, "correct"),
             "answerability": _mean(answers, "attempted"),
             "answer_f1": _mean(answers, "answer_f1"),
@@ -393,13 +400,14 @@ def expansion_papers(batch: DocumentBatch) -> list[str]:
 
 
 def evaluate_expansion(batch: DocumentBatch, roles: ModelRoles, params: ScoringParams, *, rounds: int = 3, budget: float = 3.0,
-                       context_passages: int = 3, progress: Callable[[int], None] | None = None) -> dict:
+                       context_passages: int = 3, consolidation_rounds: int = 0, progress: Callable[[int], None] | None = None) -> dict:
     """Run the protocol on every paper of ``batch`` one after the other; ``progress(1)`` after
     each paper. ``budget`` is in review-cost units per paper and round."""
     roles.start_round(0)
     runs = []
     for doc_id in expansion_papers(batch):
-        runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, context_passages=context_passages))
+        runs.append(run_paper(batch, doc_id, roles, params, rounds=rounds, budget=budget, context_passages=context_passages,
+                              consolidation_rounds=consolidation_rounds))
         if progress is not None:
             progress(1)
-    return summarise(runs, rounds)
+    return summarise(runs, rounds, consolidation_rounds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grace_core.evaluation.expansion import TRUTH_LABELS
 from grace_core.evaluation.qa_report import pct
-from grace_core.promotion import VERDICTS
+from grace_core.decisions import VERDICTS
 from grace_core.status import STATUSES
 
 PAPER = {  # DESIGN §8: GPT-4o-mini responder, GPT-4.1 verifier, 100 QASPER test papers

@@ -204,9 +204,10 @@ def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: l
 
 
 def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a generous budget, on real papers: confirmed claims are Grounded at the end of
-    their round, rejected ones Refuted and never deferred again, cascaded claims were not
-    reviewed in their round, and the judge never sees a (source, claim) pair twice."""
+    """With a generous budget, on real papers: claims confirmed in a round are Grounded from
+    the next round on (its settle step promotes them) and rejected ones Refuted, decided claims
+    are never deferred again, cascaded claims had no confirm decision of their own, and the
+    judge never sees a (source, claim) pair twice."""
     seen: list[tuple[str, str, str]] = []
     real = expansion_module.judge_pairs
 
@@ -221,23 +222,27 @@ def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Pat
     batch = parse_batch(qasper_lines(shared_data, 3), "dev")
     decided_any = {"confirm": 0, "reject": 0}
     for doc_id in batch.documents["doc_id"]:
-        run = run_paper(batch, doc_id, roles, settings, rounds=3, budget=100.0)
+        run = run_paper(batch, doc_id, roles, settings, rounds=3, budget=100.0, consolidation_rounds=1)
+        assert len(run.scores) == 5
         done: set[str] = set()
-        for k in range(1, 4):
+        confirmed: set[str] = set()
+        for k in range(1, 5):
             status = dict(zip(run.scores[k]["claim_id"], run.scores[k]["status"], strict=True))
+            assert all(status[c] == "grounded" for c in confirmed), "a claim confirmed earlier is not Grounded"
             decisions = run.decisions[k]
             assert not set(decisions["claim_id"]) & done, "a decided claim was deferred again"
+            cascaded = set(run.cascaded[k]["claim_id"])
+            assert not cascaded & confirmed
+            assert all(status[c] == "grounded" for c in cascaded)
             for cid, decision in decisions.select("claim_id", "decision").iter_rows():
-                if decision == "confirm":
-                    assert status[cid] == "grounded"
-                elif decision == "reject":
-                    assert status[cid] == "refuted"
                 if decision in decided_any:
                     decided_any[decision] += 1
                     done.add(cid)
-            cascaded = set(run.cascaded[k]["claim_id"])
-            assert not cascaded & set(decisions["claim_id"])
-            assert all(status[c] == "grounded" for c in cascaded)
+                if decision == "confirm":
+                    confirmed.add(cid)
+            if k > 1:
+                rejected_before = {c for c, d in run.decisions[k - 1].select("claim_id", "decision").iter_rows() if d == "reject"}
+                assert all(status[c] == "refuted" for c in rejected_before)
         assert run.final_verdicts is not None and set(run.final_verdicts["claim_id"]) <= set(run.truth["claim_id"])
     assert decided_any["confirm"] > 0 and decided_any["reject"] > 0
     assert len(seen) == len(set(seen)) > 0

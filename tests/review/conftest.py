@@ -6,8 +6,9 @@ sets the API URL in Prefect's settings context, never in the environment); other
 folder starts its own (``PREFECT_HOME`` is a temporary folder, see tests/conftest.py).
 
 A synthetic lake holds one document ``d1`` with two prior sections (round 0), their atomic
-claims (the prior units), one response (round 1) and :data:`CLAIMS` decomposed from it, scored
-Boundary with priority 1 and confidence 0 in each requested round. Every claim's text equals a
+claims (the prior units, entailed by their section), one response (round 1) and :data:`CLAIMS`
+decomposed from it (entailed by the response only), scored Boundary with priority 1 and
+confidence 0 in each requested round. Every claim's text equals a
 prior unit, so its embedding distance to the nearest prior is 0 and its review cost is exactly
 ε + μ·t (DESIGN §4).
 """
@@ -84,6 +85,14 @@ def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
             "source_id": [p for p, _ in UNITS.values()] + ["r1"] * len(CLAIMS),
             "source_kind": ["prior"] * len(UNITS) + ["response"] * len(CLAIMS),
             "text": [t for _, t in UNITS.values()] + list(CLAIMS.values()),
+        }),
+        "edges": pl.DataFrame({  # decomposition edges: each prior entails its units, the response its claims
+            "doc_id": [DOC] * (len(UNITS) + len(CLAIMS)),
+            "source_id": [p for p, _ in UNITS.values()] + ["r1"] * len(CLAIMS),
+            "source_kind": ["prior"] * len(UNITS) + ["response"] * len(CLAIMS),
+            "claim_id": [f"u:{u}" for u in UNITS] + list(CLAIMS),
+            "label": ["entails"] * (len(UNITS) + len(CLAIMS)),
+            "round": [0] * len(UNITS) + [1] * len(CLAIMS),
         }),
     })
     for r in rounds:

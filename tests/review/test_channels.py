@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from flows.cli import _register, app
 from flows.review import dispatch_reviews, ingest_verdicts
+from flows.score import score_round
 from flows.review_ui import PacketParams, review_packet
 from flows.verdicts import ingest_verdict_file
 from storage.lake import Lake
@@ -106,14 +107,14 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
         for c, v in [("c:1", "confirm"), ("c:2", "confirm"), ("c:3", "reject"), ("c:4", "abstain")]
     ))
     (inbox / "notes.txt").write_text("call me\n")
-    out = ingest_verdicts(stage(local_lake, 2))
+    ingest_verdicts(stage(local_lake, 2))
     assert sorted(p.name for p in inbox.iterdir()) == []
     (processed,) = (Path(local_lake.uri) / "review" / "processed").iterdir()
     assert processed.name.startswith("bob.") and processed.name.endswith(".jsonl") and len(processed.name) == len("bob.jsonl") + 13
     (report,) = (Path(local_lake.uri) / "review" / "quarantine").glob("notes.*.txt.error.txt")
     assert "notes.txt: not a verdict file" in report.read_text()
-    # quorum 1, majority of non-abstain votes: c:1 2×confirm; c:2 and c:3 ties; c:4 abstentions
-    assert out["promoted"] == 1
+    # round 2's settle step, quorum 1, majority of non-abstain votes: c:1 2×confirm; c:2 and c:3 ties; c:4 abstentions
+    score_round(stage(local_lake, 2))
     verified = local_lake.read("sources", rounds=[2])
     assert verified.select("source_id", "source_kind", "text").rows() == [("v:c:1", "verified", CLAIMS["c:1"])]
     assert len(votes(local_lake)) == 8  # every raw vote is kept
@@ -141,8 +142,9 @@ def test_file_channel_on_an_s3_lake(s3_env: str, s3_endpoint: str, reviewers) ->
         r.update(verdict=v, seconds_spent=15)
     rows.append({"claim_id": "c:2", "verdict": "confirm", "reviewer": "alice"})  # a duplicate of line 2
     s3.put_object(Bucket=s3_env, Key="grace/review/inbox/alice.jsonl", Body="".join(json.dumps(r) + "\n" for r in rows).encode())
-    out = ingest_verdicts(stage(lake, 2))
-    assert out["promoted"] == 2
+    ingest_verdicts(stage(lake, 2))
+    score_round(stage(lake, 2))
+    assert lake.read("sources", rounds=[2]).filter(pl.col("source_kind") == "verified").height == 2
     assert [v[:4] for v in votes(lake)] == [("c:1", 1, "alice", "confirm"), ("c:2", 1, "alice", "reject"), ("c:3", 1, "alice", "confirm")]
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=s3_env, Prefix="grace/review/")["Contents"])
     assert any(k.startswith("grace/review/processed/alice.") for k in keys) and not any(k.startswith("grace/review/inbox/") for k in keys)

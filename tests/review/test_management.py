@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from flows.cli import _register, app
 from flows.review import dispatch_reviews, ingest_verdicts
-from flows.verdicts import decisions_before, ingest_verdict_file
+from flows.score import score_round
+from flows.verdicts import ingest_verdict_file
 from grace_core.assignment import VERIFIER
 from storage.lake import Lake
 from tests.review.conftest import T0, build_lake, stage
@@ -39,37 +40,74 @@ def deferred(lake: Lake, round_id: int) -> list[tuple[str, str]]:
 def test_quorum_and_majority_over_votes_from_several_channels(tmp_path: Path, reviewers, monkeypatch: pytest.MonkeyPatch) -> None:
     reviewers("alice", "bob", "carol", overlap=3)
     monkeypatch.setenv("GRACE_QUORUM", "2")
-    lake = build_lake(str(tmp_path / "lake"), rounds=(1, 2))
+    lake = build_lake(str(tmp_path / "lake"), rounds=(1,))
     dispatch_reviews(stage(lake, 1))
     assert len(deferred(lake, 1)) == 12  # 4 claims × 3 reviewers
     answer(lake, "alice.jsonl", [("c:1", "alice", "confirm"), ("c:2", "alice", "reject"), ("c:3", "alice", "confirm"), ("c:4", "alice", "abstain")])
     answer(lake, "bob.jsonl", [("c:1", "bob", "confirm"), ("c:2", "bob", "reject"), ("c:4", "bob", "abstain")])
     carol = RUNNER.invoke(app, ["review", "--reviewer", "carol", "--lake", lake.uri], input="r\n\nq\n")  # c:1 first
     assert "carol: 1 recorded" in carol.stdout
-    decisions = {r["claim_id"]: (r["n_votes"], r["decision"]) for r in decisions_before(lake, 2, quorum=2).to_dicts()}
+    score_round(stage(lake, 2, now=T0 + timedelta(hours=1)))  # round 2's settle step decides the votes
+    decisions = {r["claim_id"]: (r["n_votes"], r["decision"]) for r in lake.read("decisions", rounds=[2]).to_dicts()}
     # c:1 2 confirm vs 1 reject; c:2 2 rejects; c:3 one vote is below quorum; c:4 only abstentions
-    assert decisions == {"c:1": (3, "confirm"), "c:2": (2, "reject"), "c:3": (1, None), "c:4": (2, "abstain")}
-    out = ingest_verdicts(stage(lake, 2, now=T0 + timedelta(hours=1)))
-    assert (out["promoted"], out["rejected"]) == (1, 1)
-    assert lake.read("sources", rounds=[2])["claim_id"].to_list() == ["c:1"]
+    assert decisions == {"c:1": (3, "confirm"), "c:2": (2, "reject"), "c:3": (1, "pending"), "c:4": (2, "abstain")}
+    assert lake.read("sources", rounds=[2])["claim_id"].to_list() == ["c:1"]  # promoted
+    status = dict(lake.query("SELECT claim_id, status FROM claim_status WHERE claim_id LIKE 'c:%'").rows())
+    assert (status["c:1"], status["c:2"]) == ("grounded", "refuted")
     channels = lake.read("verdicts").group_by("channel").len().sort("channel").rows()
     assert channels == [("file", 7), ("terminal", 1)]  # every raw vote kept, with its channel
     outcomes = lake.query("SELECT claim_id, n_confirm, n_reject, n_abstain, outcome FROM verdict_outcomes ORDER BY claim_id").rows()
-    assert outcomes == [("c:1", 2, 1, 0, "confirm"), ("c:2", 0, 2, 0, "reject"), ("c:3", 1, 0, 0, "confirm"), ("c:4", 0, 0, 2, "abstain")]
+    assert outcomes == [("c:1", 2, 1, 0, "confirm"), ("c:2", 0, 2, 0, "reject"), ("c:3", 1, 0, 0, "pending"), ("c:4", 0, 0, 2, "abstain")]
     # round 2: decided claims stay out, and so do claims still waiting for a reviewer before the deadline
     dispatch_reviews(stage(lake, 2, now=T0 + timedelta(hours=1)))
     assert deferred(lake, 2) == []
 
 
+def test_quorum_two_one_confirm_is_pending_everywhere_and_the_second_confirms(tmp_path: Path, reviewers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One decision model (DESIGN §5): under quorum 2 a lone confirm is pending in the pipeline
+    (not promoted, still queued) and in every view; the second confirm makes it confirmed
+    everywhere, and confirmed equals promoted."""
+    reviewers("alice", "bob", overlap=2, use_verifier=True)  # the verifier's lone confirm must not count either
+    monkeypatch.setenv("GRACE_QUORUM", "2")
+    lake = build_lake(str(tmp_path / "lake"), rounds=(1,))
+    with monkeypatch.context() as m:
+        m.setenv("GRACE_USE_VERIFIER", "false")
+        dispatch_reviews(stage(lake, 1))
+    answer(lake, "alice.jsonl", [("c:1", "alice", "confirm")])
+
+    def views() -> tuple:
+        status = lake.query("SELECT status, decision FROM claim_status WHERE claim_id = 'c:1'").row(0)
+        outcome = lake.query("SELECT outcome FROM verdict_outcomes WHERE claim_id = 'c:1'")["outcome"].to_list()
+        metrics = lake.query("SELECT n_confirmed, n_pending FROM round_metrics WHERE round = 1").row(0)
+        queued = lake.query("SELECT reviewer FROM review_queue WHERE claim_id = 'c:1' ORDER BY reviewer")["reviewer"].to_list()
+        promoted = lake.read("sources").filter(pl.col("source_kind") == "verified")["claim_id"].to_list()
+        return status, outcome, metrics, queued, promoted
+
+    score_round(stage(lake, 2, now=T0 + timedelta(hours=1)))
+    status, outcome, metrics, queued, promoted = views()
+    assert status[1] == "pending" and status[0] != "grounded"
+    assert outcome == ["pending"] and metrics == (0, 4) and queued == ["bob"] and promoted == []
+
+    answer(lake, "bob.jsonl", [("c:1", "bob", "confirm")])
+    score_round(stage(lake, 3, now=T0 + timedelta(hours=2)))
+    status, outcome, metrics, queued, promoted = views()
+    assert status == ("grounded", "confirm")
+    assert outcome == ["confirm"] and metrics == (1, 3) and queued == [] and promoted == ["c:1"]
+    confirmed = lake.query("SELECT sum(n_confirmed) AS n FROM round_metrics")["n"][0]
+    assert confirmed == len(promoted)
+
+
 def test_a_claim_without_verdict_by_its_deadline_returns_to_the_pool(tmp_path: Path, reviewers) -> None:
     reviewers("alice", deadline_hours=24)
-    lake = build_lake(str(tmp_path / "lake"), rounds=(1, 2, 3))
+    lake = build_lake(str(tmp_path / "lake"), rounds=(1,))
     dispatch_reviews(stage(lake, 1))
     answer(lake, "a.jsonl", [("c:1", "alice", "confirm")])
+    score_round(stage(lake, 2, now=T0 + timedelta(hours=12)))  # settles c:1 (confirmed, promoted)
     dispatch_reviews(stage(lake, 2, now=T0 + timedelta(hours=12)))
     assert deferred(lake, 2) == []  # still within the deadline
     queue = lake.query("SELECT claim_id, round, overdue FROM review_queue WHERE reviewer = 'alice' ORDER BY claim_id").rows()
     assert queue == [("c:2", 1, True), ("c:3", 1, True), ("c:4", 1, True)]  # the view compares with the clock: T0 is past
+    score_round(stage(lake, 3, now=T0 + timedelta(hours=30)))
     dispatch_reviews(stage(lake, 3, now=T0 + timedelta(hours=30)))
     assert deferred(lake, 3) == [("c:2", "alice"), ("c:3", "alice"), ("c:4", "alice")]
     assert lake.read("deferrals", rounds=[3])["deadline"].unique().to_list() == [T0 + timedelta(hours=54)]
@@ -84,14 +122,14 @@ def test_expected_review_seconds_enter_the_cost_and_reassignment_prefers_new_rev
     lake = build_lake(str(tmp_path / "lake"), rounds=(1, 2))
     dispatch_reviews(stage(lake, 1))
     first = lake.read("deferrals", rounds=[1])
-    # nearest-prior distance 0 → ε = 0.01, plus μ·t with t = 30 s (no history) × 1 human per claim
-    assert first["cost"].to_list() == pytest.approx([0.31] * 4)
+    # nearest-prior distance 0 → ε = 0.01, plus μ·t = 0.002 × 30 s (no history) × 1 human per claim
+    assert first["cost"].to_list() == pytest.approx([0.07] * 4)
     assert deferred(lake, 1) == [("c:1", "alice"), ("c:2", "bob"), ("c:3", "alice"), ("c:4", "bob")]
     answer(lake, "all.jsonl", [("c:1", "alice", "abstain", 5), ("c:3", "alice", "abstain", 15),
                                ("c:2", "bob", "abstain", 25), ("c:4", "bob", "abstain", 35)])
     dispatch_reviews(stage(lake, 2, now=T0 + timedelta(hours=1)))
     second = lake.read("deferrals", rounds=[2])
-    assert second["cost"].to_list() == pytest.approx([0.21] * 4)  # mean 20 s per verdict so far
+    assert second["cost"].to_list() == pytest.approx([0.05] * 4)  # mean 20 s per verdict so far
     # abstained claims are back in the pool, each now for the reviewer who has not seen it
     assert deferred(lake, 2) == [("c:1", "bob"), ("c:2", "alice"), ("c:3", "bob"), ("c:4", "alice")]
 
@@ -101,7 +139,7 @@ def test_the_verifier_reviews_its_share_of_a_mixed_pool_at_once(local_lake: Lake
     out = dispatch_reviews(stage(local_lake, 1))
     assert deferred(local_lake, 1) == [("c:1", "alice"), ("c:2", VERIFIER), ("c:3", "alice"), ("c:4", VERIFIER)]
     d = local_lake.read("deferrals", rounds=[1])
-    assert d["cost"].to_list() == pytest.approx([0.16] * 4)  # half the claims go to a human: t = 30 s × 1/2
+    assert d["cost"].to_list() == pytest.approx([0.04] * 4)  # half the claims go to a human: t = 30 s × 1/2
     assert d.filter(pl.col("reviewer") == VERIFIER)["deadline"].to_list() == [T0, T0]
     v = local_lake.read("verdicts")
     assert sorted(v["claim_id"]) == ["c:2", "c:4"] and set(v["channel"]) == {VERIFIER} and sum(out["verdicts"].values()) == 2

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from grace_core.metrics import round_metrics as core_round_metrics
-from grace_core.promotion import aggregate_verdicts
+from grace_core.decisions import decide
 from storage.commit import commit_tables
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -173,7 +173,9 @@ def two_rounds(tmp_path_factory: pytest.TempPathFactory) -> Lake:
     ])})
     r2_scores = [score("d1", "c1", 2, "grounded"), score("d1", "c2", 2, "grounded"), score("d1", "c3", 2, "grounded"),
                  score("d1", "c6", 2, "boundary"), score("d1", "c7", 2, "grounded")]
-    lake.commit("round2/build+score", {"claims": pl.DataFrame([claim("d1", "c6", 2)]), "scores": pl.DataFrame(r2_scores)})
+    votes = lake.read("verdicts").select("doc_id", "claim_id", "reviewer", "verdict", "round", "created_at")
+    lake.commit("round2/build+score", {"claims": pl.DataFrame([claim("d1", "c6", 2)]), "scores": pl.DataFrame(r2_scores),
+                                       "decisions": decide(votes, 1).with_columns(round=pl.lit(2, pl.Int32))})
     now = datetime.now(timezone.utc)
     lake.commit("round2/dispatch", {"deferrals": pl.DataFrame([
         deferral("d1", "c6", 2, "carol", now - timedelta(days=1)), deferral("d1", "c6", 2, "dave", now + timedelta(days=1)),
@@ -220,8 +222,7 @@ def test_round_metrics_agree_with_the_core_metrics(two_rounds: Lake) -> None:
         view["n_documents"], view["n_claims"], view["n_grounded"], view["n_boundary"], view["n_refuted"])
     assert (core["pcr"], core["kf"], core["cascade"]) == pytest.approx((view["pcr"], view["kf"], view["cascade"]))
 
-    votes = two_rounds.read("verdicts").sort("created_at").unique(["doc_id", "claim_id", "reviewer"], keep="last")
-    core1 = core_round_metrics(state.head(0).with_columns(from_response=pl.lit(True)), aggregate_verdicts(votes))
+    core1 = core_round_metrics(state.head(0).with_columns(from_response=pl.lit(True)), decide(two_rounds.read("verdicts")))
     view1 = two_rounds.query("SELECT * FROM round_metrics WHERE round = 1").row(0, named=True)
     assert (core1["deferred"], core1["confirmed"], core1["rejected"], core1["yield"], core1["yield_decided"]) == (
         view1["n_deferred"], view1["n_confirmed"], view1["n_rejected"], view1["yield"], view1["yield_decided"])
@@ -229,9 +230,9 @@ def test_round_metrics_agree_with_the_core_metrics(two_rounds: Lake) -> None:
 
 def test_verdict_outcomes_count_each_reviewers_latest_vote(two_rounds: Lake) -> None:
     rows = two_rounds.query(
-        "SELECT claim_id, n_votes, n_confirm, n_reject, outcome FROM verdict_outcomes ORDER BY claim_id"
+        "SELECT claim_id, n_votes, n_confirm, n_reject, outcome, decided_round FROM verdict_outcomes ORDER BY claim_id"
     ).rows()
-    assert rows == [("c2", 2, 2, 0, "confirm"), ("c4", 1, 0, 1, "reject")]
+    assert rows == [("c2", 2, 2, 0, "confirm", 2), ("c4", 1, 0, 1, "reject", 2)]
     assert two_rounds.query("SELECT count(*) AS n FROM verdicts")["n"][0] == 4  # every raw vote is kept
 
 
@@ -254,6 +255,7 @@ def test_fleiss_kappa_per_round(local_config: LakeConfig) -> None:
     votes = [("a", "confirm", "confirm"), ("b", "reject", "reject"), ("c", "confirm", "reject")]
     rows = [verdict("d", cid, 3, who, v, 10.0) for cid, v1, v2 in votes for who, v in (("r1", v1), ("r2", v2))]
     lake.commit("kappa", {"verdicts": pl.DataFrame(rows)})
+    lake.commit("kappa/settle", {"decisions": decide(lake.read("verdicts"), 2).with_columns(round=pl.lit(4, pl.Int32))})
     stats = lake.query("SELECT reviewer, fleiss_kappa, agreement FROM reviewer_stats ORDER BY reviewer").rows()
     # P̄ = (1 + 1 + 0) / 3, P_e = 0.5² + 0.5²  →  κ = (2/3 − 1/2) / (1 − 1/2) = 1/3
     assert [r[1] for r in stats] == [pytest.approx(1 / 3)] * 2

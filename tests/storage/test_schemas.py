@@ -10,7 +10,7 @@ import pytest
 
 from grace_core.edges import EDGE_COLUMNS, LABELS, SOURCE_KINDS
 from grace_core.errors import InvalidTable
-from grace_core.promotion import VERDICTS
+from grace_core.decisions import VERDICTS
 from grace_core.scoring import SCORE_COLUMNS
 from grace_core.status import STATUSES
 from storage.schemas import TABLES, conform

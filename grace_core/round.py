@@ -1,0 +1,186 @@
+"""One expansion round as a pure state transition (DESIGN §5, "One round").
+
+For a chunk of documents, the state in — their sources, claims, edges and every raw vote —
+plus settings and the model roles (the judge for the cascade, the embedder for review costs):
+
+1. :func:`settle`: decisions from the votes that arrived (:func:`grace_core.decisions.decide`,
+   the one decision model), promotion of newly confirmed claims to verified priors, the
+   cascade of those priors over the Boundary claims they entail or contradict
+   (:func:`grace_core.review.judge_cascade`), then the scores (DESIGN §1–§4) of the state
+   that results, with rejected claims Refuted for good;
+2. :func:`defer`: the Boundary claims not decided and not waiting on a reviewer, priced
+   (:func:`grace_core.review.candidate_costs`) and selected under the budget
+   (:func:`grace_core.selection.select_for_review`);
+3. the round's metrics (:func:`grace_core.metrics.round_metrics`, and the lake's
+   ``round_metrics`` view over the same persisted tables).
+
+The Prefect flows load a chunk's state from the lake, call these functions and commit what
+they return; ``grace eval expansion`` calls the very same functions on in-memory tables.
+Nothing else decides, promotes, cascades or defers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from grace_core.decisions import decide, decided, settled
+from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS, validate_edges
+from grace_core.models.factory import ModelRoles
+from grace_core.params import ScoringParams
+from grace_core.promotion import Promotion, promote
+from grace_core.review import candidate_costs, judge_cascade
+from grace_core.scoring import score_edges
+from grace_core.selection import select_for_review
+from grace_core.status import BOUNDARY
+
+VOTE_COLUMNS = ("doc_id", "claim_id", "reviewer", "verdict")
+SOURCE_COLUMNS = {"doc_id": pl.Utf8, "source_id": pl.Utf8, "source_kind": pl.Utf8, "text": pl.Utf8, "claim_id": pl.Utf8}
+
+
+def claim_texts(claims: pl.DataFrame) -> pl.DataFrame:
+    """``doc_id, claim_id, text`` once per claim: its first decomposition's text (by ``round``
+    when the rows have one, else in row order)."""
+    rows = claims.sort("round", maintain_order=True) if "round" in claims.columns else claims
+    return rows.unique(["doc_id", "claim_id"], keep="first", maintain_order=True).select("doc_id", "claim_id", "text")
+
+
+def prior_units(claims: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
+    """``doc_id, text`` of the prior knowledge review costs and nearest priors measure against:
+    the atomic claims decomposed from priors (``claims``: ``doc_id, source_kind, text``), and the
+    verified claims (``sources``: ``doc_id, source_kind, text``). (A sentence embedder reads only
+    the first few hundred tokens of a long section, so "nearest prior" is taken unit by unit.)"""
+    return pl.concat([
+        claims.filter(pl.col("source_kind") == "prior").select("doc_id", "text"),
+        sources.filter(pl.col("source_kind") == "verified").select("doc_id", "text"),
+    ]).unique(maintain_order=True)
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What a round reads of a chunk of documents.
+
+    - ``sources``: ``doc_id, source_id, source_kind, text, claim_id`` — graph sources only
+      (prior, verified, response); ``claim_id`` is set for verified sources;
+    - ``claims``: one row per decomposition, ``doc_id, claim_id, source_id, source_kind, text``
+      (and ``round`` when known); a claim's text is its first row's;
+    - ``edges``: the judge's edge table (:data:`grace_core.edges.EDGE_COLUMNS`);
+    - ``votes``: every raw vote, ``doc_id, claim_id, reviewer, verdict`` plus ``round`` and
+      ``created_at`` when known (each reviewer's latest counts).
+    """
+
+    sources: pl.DataFrame
+    claims: pl.DataFrame
+    edges: pl.DataFrame
+    votes: pl.DataFrame
+
+    def claim_texts(self) -> pl.DataFrame:
+        """:func:`claim_texts` of this state's claims."""
+        return claim_texts(self.claims)
+
+    def prior_units(self) -> pl.DataFrame:
+        """:func:`prior_units` of this state."""
+        return prior_units(self.claims, self.sources)
+
+    def with_promotion(self, new_sources: pl.DataFrame, new_edges: pl.DataFrame) -> RoundState:
+        """The state after adding promoted sources and their (cascade) edges."""
+        return RoundState(
+            sources=pl.concat([self.sources, new_sources.select(self.sources.columns)], how="vertical_relaxed"),
+            claims=self.claims,
+            edges=pl.concat([self.edges.select(EDGE_COLUMNS), new_edges.select(EDGE_COLUMNS)]).unique(maintain_order=True),
+            votes=self.votes,
+        )
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :func:`settle` returns: the ``decisions`` (one row per claim with votes), the
+    ``promotion`` (new verified sources, their anchor edges, the rejected claims), the
+    ``cascade`` edges judged from the new verified sources, the ``scores`` of the settled
+    state, and the ``state`` itself."""
+
+    decisions: pl.DataFrame
+    promotion: Promotion
+    cascade: pl.DataFrame
+    scores: pl.DataFrame
+    state: RoundState
+
+    @property
+    def new_edges(self) -> pl.DataFrame:
+        """Anchor edges of the promoted claims and the cascade's edges (:data:`EDGE_COLUMNS`)."""
+        return pl.concat([self.promotion.edges.select(EDGE_COLUMNS), self.cascade.select(EDGE_COLUMNS)])
+
+
+def score_state(state: RoundState, params: ScoringParams, rejected: pl.DataFrame, origin: str = "edge table") -> pl.DataFrame:
+    """Scores of every claim of ``state`` (:func:`grace_core.scoring.score_edges`) with the
+    ``rejected`` claims (``doc_id, claim_id``) Refuted for good."""
+    return score_edges(
+        validate_edges(state.edges.select(EDGE_COLUMNS), origin=origin), params, rejected=rejected,
+        claims=state.claims.select("doc_id", "claim_id").unique(),
+        sources=state.sources.filter(pl.col("source_kind").is_in(SOURCE_KINDS)).select("doc_id", "source_id", "source_kind"),
+    )
+
+
+def settle(
+    state: RoundState, params: ScoringParams, roles: Callable[[], ModelRoles], *, quorum: int, round_id: int,
+    origin: str = "edge table",
+) -> Settlement:
+    """Decisions, promotion, cascade and scores of one round for ``state`` (DESIGN §5).
+
+    The votes are decided with ``quorum``; a confirmed claim not yet verified becomes a
+    verified prior with an anchor edge to itself; the judge (``roles()``, called only when
+    something was promoted) reads each new verified prior against the document's Boundary
+    claims as scored before the promotion, leaving out the claims confirmed in the same
+    promotion; then the grown state is scored. Rejected claims are Refuted for good.
+    """
+    decisions = decide(state.votes.select([c for c in (*VOTE_COLUMNS, "round", "created_at") if c in state.votes.columns]), quorum)
+    rejected = settled(decisions, "reject")
+    verified = state.sources.filter(pl.col("source_kind") == "verified").select("doc_id", "claim_id")
+    texts = state.claim_texts()
+    promotion = promote(decisions.join(verified, on=["doc_id", "claim_id"], how="anti"), texts)
+    before = score_state(state, params, rejected, origin)
+    if promotion.sources.height == 0:
+        empty = pl.DataFrame(schema={c: pl.Utf8 for c in EDGE_COLUMNS})
+        return Settlement(decisions, promotion, empty, before, state)
+    cascade = judge_cascade(promotion.sources, before, texts, roles(), round_id=round_id).select(EDGE_COLUMNS)
+    grown = state.with_promotion(promotion.sources.select(list(SOURCE_COLUMNS)), pl.concat([promotion.edges.select(EDGE_COLUMNS), cascade]))
+    return Settlement(decisions, promotion, cascade, score_state(grown, params, rejected, origin), grown)
+
+
+def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: pl.DataFrame) -> pl.DataFrame:
+    """The claims a round may defer: Boundary (with a priority), not decided for good
+    (confirm or reject), not waiting on a reviewer (``busy``: ``doc_id, claim_id``); with
+    ``doc_id, claim_id, priority, confidence, text``."""
+    keys = ["doc_id", "claim_id"]
+    return (
+        scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null())
+        .select("doc_id", "claim_id", "priority", "confidence")
+        .join(decided(decisions), on=keys, how="anti")
+        .join(busy.select(keys), on=keys, how="anti")
+        .join(texts.select("doc_id", "claim_id", "text"), on=keys)
+    )
+
+
+def defer(
+    scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: pl.DataFrame, prior_units: pl.DataFrame,
+    roles: ModelRoles, params: ScoringParams, *, budget: float, review_seconds: float,
+) -> pl.DataFrame:
+    """The round's deferrals (DESIGN §4): :func:`review_candidates` priced with the reviewer
+    pool's expected ``review_seconds`` and selected under ``budget``; rows in selection order
+    with ``cost, gain, rank``."""
+    candidates = review_candidates(scores, decisions, busy, texts)
+    return select_for_review(candidate_costs(candidates, prior_units, roles, params, review_seconds=review_seconds), budget)
+
+
+def cascaded(before: pl.DataFrame, after: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
+    """``doc_id, claim_id`` of the claims that turned from Boundary (``before``: the previous
+    round's scores) to Grounded (``after``) without a confirm decision of their own — the
+    cascade of DESIGN §7 (the ``round_metrics`` view counts the same)."""
+    keys = ["doc_id", "claim_id"]
+    return (
+        before.filter(pl.col("status") == BOUNDARY).select(keys)
+        .join(after.filter(pl.col("status") == "grounded").select(keys), on=keys)
+        .join(settled(decisions, "confirm"), on=keys, how="anti")
+    )
