@@ -18,10 +18,11 @@ def open_lake(settings: GraceSettings) -> Lake:
 
 
 def roles_with_cache(settings: GraceSettings, lake: Lake, round_id: int) -> tuple[ModelRoles, LakeCallCache]:
-    """Model roles whose litellm calls are answered from, and recorded into, the lake."""
+    """Model roles whose litellm calls are answered from, and recorded into, the lake; the
+    round's spend starts at what its committed calls already cost (the cap is per round)."""
     cache = LakeCallCache(lake)
     roles = build_roles(settings, cache)
-    roles.start_round(round_id)
+    roles.start_round(round_id, cache.spent(round_id) if roles.client is not None and settings.spend_cap_usd is not None else 0.0)
     return roles, cache
 
 

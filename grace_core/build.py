@@ -5,11 +5,18 @@ Pure: tables and role objects in, tables out; the flows do the reading and commi
 A source entails the claims decomposed from it by construction (no judge call is spent on
 that); every other (source, claim) pair of a document is left to the judge, which batches one
 call per source over its most similar candidate claims.
+
+A document is built whole or not at all: when any of its model items failed or was stopped by
+the spend cap, none of its rows is returned (its later stages are not even asked for) and the
+items are listed in :attr:`BuildResult.failures`; the document stays unbuilt, so the next build
+redoes it, answered from the call cache except for exactly the items that were missing.
+Every request is made from canonically ordered inputs, so a redone document asks the same
+prompts and hits the cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -27,18 +34,45 @@ RESPONSE_COLUMNS = {
     "ord": pl.Int32, "text": pl.Utf8, "model": pl.Utf8,
 }
 TRUTH_COLUMNS = {"doc_id": pl.Utf8, "source_id": pl.Utf8, "corrupted": pl.Utf8, "original": pl.Utf8, "kind": pl.Utf8}
+FAILURE_COLUMNS = {"doc_id": pl.Utf8, "role": pl.Utf8, "outcome": pl.Utf8, "error": pl.Utf8}
 
 
 @dataclass(frozen=True)
 class BuildResult:
     """New rows of one build: ``responses`` (sources of kind response), ``claims`` (one row per
-    decomposition), ``edges`` (judge results and decomposition edges) and ``corruptions``
-    (the offline responder's recorded hallucinations: the corrupted sentence and its original)."""
+    decomposition), ``edges`` (judge results and decomposition edges), ``corruptions``
+    (the offline responder's recorded hallucinations: the corrupted sentence and its original)
+    and ``failures`` (one row per model item that ``failed`` or was ``capped``: doc_id, role,
+    outcome, error). The rows cover only documents without failures."""
 
     responses: pl.DataFrame
     claims: pl.DataFrame
     edges: pl.DataFrame
     corruptions: pl.DataFrame
+    failures: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FAILURE_COLUMNS))
+
+    @property
+    def incomplete(self) -> list[str]:
+        """Documents left unbuilt because some model item of theirs failed or was capped, sorted."""
+        return sorted(set(self.failures["doc_id"].to_list()))
+
+    @property
+    def failed(self) -> pl.DataFrame:
+        """The failures that are errors (not the spend cap)."""
+        return self.failures.filter(pl.col("outcome") != "capped")
+
+    @property
+    def capped(self) -> pl.DataFrame:
+        """The items the spend cap stopped."""
+        return self.failures.filter(pl.col("outcome") == "capped")
+
+
+def _failure(doc_id: str, role: str, outcome: str, error: str | None) -> dict:
+    return {"doc_id": doc_id, "role": role, "outcome": outcome, "error": error}
+
+
+def _without(frame: pl.DataFrame, doc_ids: list[str]) -> pl.DataFrame:
+    return frame.filter(~pl.col("doc_id").is_in(doc_ids)) if doc_ids else frame
 
 
 def default_question(title: str) -> str:
@@ -58,12 +92,24 @@ def sample_responses(
     docs: pl.DataFrame, passages: pl.DataFrame, questions: pl.DataFrame, roles: ModelRoles, *, round_id: int,
     context_passages: int, model: str,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(responses, corruptions) of :func:`sample_responses_with_failures`."""
+    responses, corruptions, _ = sample_responses_with_failures(
+        docs, passages, questions, roles, round_id=round_id, context_passages=context_passages, model=model
+    )
+    return responses, corruptions
+
+
+def sample_responses_with_failures(
+    docs: pl.DataFrame, passages: pl.DataFrame, questions: pl.DataFrame, roles: ModelRoles, *, round_id: int,
+    context_passages: int, model: str,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Responder samples for every question of every document (a default prompt when a document
     has none), each answered from the ``context_passages`` document passages (priors or not)
     most similar to the question.
 
     ``docs``: ``doc_id, title``; ``passages``: ``doc_id, source_id, ord, text``; ``questions``:
-    ``doc_id, question_id, question``. Returns (responses, corruptions).
+    ``doc_id, question_id, question``. Returns (responses, corruptions, failures): a sample
+    whose call failed or was capped is a failure row, not a response.
     """
     reqs, keys = [], []
     for doc_id, title in docs.select("doc_id", "title").iter_rows():
@@ -79,9 +125,12 @@ def sample_responses(
             ctx = "\n\n".join(texts[i] for i in pick_context(qe, p_emb, context_passages))
             reqs.append(RespondRequest(q, ctx))
             keys.append((doc_id, qid))
-    rows, bad = [], []
+    rows, bad, failures = [], [], []
     for (doc_id, qid), samples in zip(keys, roles.responder.respond(reqs)):
         for s in samples:
+            if s.outcome in ("failed", "capped"):
+                failures.append(_failure(doc_id, "responder", s.outcome, s.error))
+                continue
             if s.outcome != "ok" or not s.text.strip():
                 continue
             sid = RESPONSE_PREFIX + content_id(doc_id, qid, str(round_id), str(s.sample))
@@ -89,16 +138,25 @@ def sample_responses(
                          "name": f"{qid}#{s.sample}", "ord": s.sample, "text": s.text, "model": model})
             bad.extend({"doc_id": doc_id, "source_id": sid, "corrupted": c.corrupted, "original": c.original, "kind": c.kind}
                        for c in s.corruptions)
-    return pl.DataFrame(rows, schema=RESPONSE_COLUMNS), pl.DataFrame(bad, schema=TRUTH_COLUMNS)
+    return pl.DataFrame(rows, schema=RESPONSE_COLUMNS), pl.DataFrame(bad, schema=TRUTH_COLUMNS), pl.DataFrame(failures, schema=FAILURE_COLUMNS)
 
 
 def decompose_sources(sources: pl.DataFrame, roles: ModelRoles, *, round_id: int) -> pl.DataFrame:
     """Claims of each source (``doc_id, source_id, source_kind, text``): one row per decomposed
     claim, with its id from :func:`grace_core.claims.claim_id`; a claim repeated within one
-    source is kept once."""
+    source is kept once. Sources whose decomposition did not succeed give no rows (see
+    :func:`decompose_sources_with_failures`)."""
+    return decompose_sources_with_failures(sources, roles, round_id=round_id)[0]
+
+
+def decompose_sources_with_failures(sources: pl.DataFrame, roles: ModelRoles, *, round_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`decompose_sources` and the failure rows of the sources whose decomposition failed
+    or was capped."""
     texts = sources["text"].to_list()
-    rows = []
+    rows, failures = [], []
     for src, dec in zip(sources.select("doc_id", "source_id", "source_kind").iter_rows(), roles.decomposer.decompose(texts)):
+        if dec.outcome in ("failed", "capped"):
+            failures.append(_failure(src[0], "decomposer", dec.outcome, dec.error))
         if dec.outcome != "ok":
             continue
         seen = set()
@@ -108,24 +166,42 @@ def decompose_sources(sources: pl.DataFrame, roles: ModelRoles, *, round_id: int
                 continue
             seen.add(cid)
             rows.append({"doc_id": src[0], "claim_id": cid, "round": round_id, "source_id": src[1], "source_kind": src[2], "ord": i, "text": text})
-    return pl.DataFrame(rows, schema=CLAIM_COLUMNS)
+    return pl.DataFrame(rows, schema=CLAIM_COLUMNS), pl.DataFrame(failures, schema=FAILURE_COLUMNS)
 
 
 def judge_pairs(pairs: pl.DataFrame, roles: ModelRoles, *, round_id: int) -> pl.DataFrame:
     """Judge candidate pairs ``doc_id, source_id, source_kind, source_text, claim_id, claim_text``:
     one judge request per source listing its candidate claims. Returns the ``entails`` and
-    ``contradicts`` edges (neutral, skipped, failed and capped judgements make none)."""
+    ``contradicts`` edges (neutral, skipped, failed and capped judgements make none; see
+    :func:`judge_pairs_with_failures`)."""
+    return judge_pairs_with_failures(pairs, roles, round_id=round_id)[0]
+
+
+def judge_pairs_with_failures(pairs: pl.DataFrame, roles: ModelRoles, *, round_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`judge_pairs` and one failure row per source whose judge call failed or was capped.
+
+    A source's candidate claims are listed in claim-id order whatever the order of ``pairs``
+    (joins and ``unique`` do not keep order), so the same source and claims always make the
+    same prompt and a redone build is answered from the call cache."""
     if pairs.height == 0:
-        return pl.DataFrame(schema=EDGE_COLUMNS)
-    groups = pairs.group_by("doc_id", "source_id", "source_kind", "source_text", maintain_order=True).agg("claim_id", "claim_text")
+        return pl.DataFrame(schema=EDGE_COLUMNS), pl.DataFrame(schema=FAILURE_COLUMNS)
+    groups = (
+        pairs.unique(["doc_id", "source_id", "claim_id"], keep="first", maintain_order=True)
+        .sort("doc_id", "source_id", "claim_id")
+        .group_by("doc_id", "source_id", "source_kind", "source_text", maintain_order=True)
+        .agg("claim_id", "claim_text")
+    )
     reqs = [JudgeRequest(r["source_text"], tuple(r["claim_text"])) for r in groups.iter_rows(named=True)]
-    rows = []
+    rows, failures = [], []
     for g, judgements in zip(groups.iter_rows(named=True), roles.judge.judge(reqs)):
+        bad = next((j for j in judgements if j.outcome in ("failed", "capped")), None)
+        if bad is not None:
+            failures.append(_failure(g["doc_id"], "judge", bad.outcome, bad.error))
         for cid, j in zip(g["claim_id"], judgements):
             if j.outcome == "ok" and j.label in ("entails", "contradicts"):
                 rows.append({"doc_id": g["doc_id"], "source_id": g["source_id"], "source_kind": g["source_kind"],
                              "claim_id": cid, "label": j.label, "round": round_id})
-    return pl.DataFrame(rows, schema=EDGE_COLUMNS)
+    return pl.DataFrame(rows, schema=EDGE_COLUMNS), pl.DataFrame(failures, schema=FAILURE_COLUMNS)
 
 
 def build_documents(
@@ -136,22 +212,32 @@ def build_documents(
     edges (decomposition edges plus the judge's verdict on every other source × claim pair).
 
     ``passages``: the documents' text units (``doc_id, source_id, source_kind, ord, text``):
-    all are responder context; those of kind ``prior`` are also graph sources."""
-    responses, corruptions = sample_responses(
+    all are responder context; those of kind ``prior`` are also graph sources.
+
+    A document with a failed or capped model item is dropped from the later stages and from
+    the result; its items are in ``failures``."""
+    responses, corruptions, failures = sample_responses_with_failures(
         docs, passages, questions, roles, round_id=round_id, context_passages=context_passages, model=model
     )
-    sources = pl.concat([
+    dropped = sorted(set(failures["doc_id"].to_list()))
+    sources = _without(pl.concat([
         passages.filter(pl.col("source_kind") == "prior").select("doc_id", "source_id", "source_kind", "text"),
         responses.select("doc_id", "source_id", "source_kind", "text"),
-    ])
-    claims = decompose_sources(sources, roles, round_id=round_id)
+    ]), dropped)
+    claims, more = decompose_sources_with_failures(sources, roles, round_id=round_id)
+    failures = pl.concat([failures, more])
+    dropped = sorted(set(failures["doc_id"].to_list()))
+    sources, claims = _without(sources, dropped), _without(claims, dropped)
     own = claims.select("doc_id", "source_id", "source_kind", "claim_id", pl.lit("entails").alias("label"), pl.lit(round_id, pl.Int32).alias("round"))
-    unique = claims.unique(["doc_id", "claim_id"], keep="first").select("doc_id", "claim_id", pl.col("text").alias("claim_text"))
+    unique = claims.unique(["doc_id", "claim_id"], keep="first", maintain_order=True).select("doc_id", "claim_id", pl.col("text").alias("claim_text"))
     pairs = (
         sources.rename({"text": "source_text"})
         .join(unique, on="doc_id")
         .join(own.select("doc_id", "source_id", "claim_id"), on=["doc_id", "source_id", "claim_id"], how="anti")
     )
-    judged = judge_pairs(pairs, roles, round_id=round_id)
+    judged, more = judge_pairs_with_failures(pairs, roles, round_id=round_id)
+    failures = pl.concat([failures, more])
+    dropped = sorted(set(failures["doc_id"].to_list()))
     edges = pl.concat([own, judged]).unique(["doc_id", "source_id", "claim_id", "label"], keep="first", maintain_order=True)
-    return BuildResult(responses, claims, edges, corruptions)
+    return BuildResult(_without(responses, dropped), _without(claims, dropped), _without(edges, dropped),
+                       _without(corruptions, dropped), failures)

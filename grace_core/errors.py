@@ -63,6 +63,12 @@ class EmbeddingFailed(ModelError):
     """An embedding API call kept failing; nothing can be scored without vectors."""
 
 
+class ModelCallsFailed(ModelError):
+    """Model calls of a run failed for good (after the client's retries) or were stopped by the
+    spend cap: the work that needed them was not committed (it is redone, answered from the call
+    cache except for the missing items, by the next run) and the run ends Failed."""
+
+
 class InvalidIdentifier(GraceError):
     """An id from outside (document, question or claim id, reviewer name) is not in the safe
     character set of :mod:`grace_core.identifiers`."""

@@ -38,6 +38,10 @@ class LakeCallCache:
                 self._ok[r["key"]] = CallRecord(**r)
         return self._ok
 
+    def spent(self, round_id: int) -> float:
+        """USD of the calls of ``round_id`` committed so far."""
+        return float(self.lake.read("llm_calls", rounds=[round_id], columns=["cost_usd"])["cost_usd"].sum() or 0.0)
+
     def get(self, key: str) -> CallRecord | None:
         """The latest ``ok`` record of ``key``, committed or recorded in this run."""
         return self._load().get(key)

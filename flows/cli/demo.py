@@ -1,6 +1,7 @@
 """``grace demo``: the main job on the embedded default — expansion rounds over three bundled
-QASPER papers with a temporary Prefect server, a local lake, the offline models and the
-verifier as reviewer."""
+QASPER papers with a temporary Prefect server, a local lake, the configured models (offline by
+default) and the verifier as reviewer. A round whose model calls failed ends the command with
+one line and exit code 2; a killed demo leaves no server behind (:mod:`flows.prefect_server`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows.cli import app
+from flows.settings import GraceSettings
 
 SAMPLE = "qasper_demo.jsonl"
 DEMO_PRIORS = ["Abstract", "Introduction"]  # the paper's round-0 priors; the other sections are passages
@@ -42,6 +44,27 @@ def metrics_table(rows: list[dict]) -> Table:
     return table
 
 
+def models_line(settings: GraceSettings) -> str:
+    """What really answers each role: ``offline models``, or the litellm model of each role."""
+    if settings.backend == "offline":
+        return "offline models"
+    roles = {"responder": settings.responder_model, "decomposer": settings.decomposer_model, "judge": settings.judge_model,
+             "verifier": settings.verifier_model, "answerer": settings.answerer_model, "embedder": settings.embedder_model}
+    return "litellm models (" + ", ".join(f"{role} {model}" for role, model in roles.items()) + ")"
+
+
+def round_line(lake: object, settings: GraceSettings, round_id: int) -> str:  # lake: storage.lake.Lake
+    """``round N done``, with the documents the round left unbuilt and why (the spend cap)."""
+    docs = lake.read("documents", columns=["doc_id"])  # type: ignore[attr-defined]
+    built = lake.read("claims", columns=["doc_id"]).unique()  # type: ignore[attr-defined]
+    left = docs.join(built, on="doc_id", how="anti").height
+    if not left:
+        return f"round {round_id} done: {docs.height} documents built"
+    spent = lake.read("llm_calls", rounds=[round_id], columns=["cost_usd"])["cost_usd"].sum() or 0.0  # type: ignore[attr-defined]
+    cap = "" if settings.spend_cap_usd is None else f"; spend cap ${settings.spend_cap_usd:.4f} reached (${spent:.4f} spent)"
+    return f"round {round_id} done: {docs.height - left} of {docs.height} documents built, {left} skipped and left for the next round{cap}"
+
+
 @app.command()
 def demo(
     lake: Path = typer.Option(Path("grace-demo-lake"), "--lake", help="Where the demo's lake goes (a folder)."),
@@ -57,20 +80,24 @@ def demo(
     from flows.expansion import expansion_round
     from flows.ingest import ingest_batch
     from flows.params import IngestParams, RoundParams
+    from flows.prefect_server import console_without_tracebacks, prefect_api
     from storage.lake import Lake
 
     console = Console(width=max(150, Console().width))
     lake_dir = str(lake.expanduser().resolve())
     common = dict(lake=lake_dir, budget=budget, hallucination_rate=hallucination_rate, prior_sections=DEMO_PRIORS)
     sample = str(files("flows.samples").joinpath(SAMPLE))
-    console.print(f"[bold]GRACE demo[/bold]: lake {lake_dir}, offline models, verifier as reviewer (Prefect starts a temporary server if none is configured)")
-    with console.status("ingesting 3 QASPER dev papers…"):
-        console.print("• " + ingest_batch(IngestParams(batch=sample, **common)))
-    for r in range(1, rounds + 1):
-        with console.status(f"round {r}: verdicts → build → score → dispatch…"):
-            expansion_round(RoundParams(round_id=r, **common))
-        console.print(f"• round {r} done")
     settings = IngestParams(batch=sample, **common).settings()
+    console.print(f"[bold]GRACE demo[/bold]: lake {lake_dir}, {models_line(settings)}, verifier as reviewer")
+    console_without_tracebacks()
+    with prefect_api() as (api_url, temporary):
+        console.print(f"• Prefect: temporary server at {api_url} (stopped when the demo ends)" if temporary else f"• Prefect API {api_url}")
+        with console.status("ingesting 3 QASPER dev papers…"):
+            console.print("• " + ingest_batch(IngestParams(batch=sample, **common)))
+        for r in range(1, rounds + 1):
+            with console.status(f"round {r}: verdicts → build → score → dispatch…"):
+                expansion_round(RoundParams(round_id=r, **common))
+            console.print("• " + round_line(Lake.open(settings), settings, r))
     rows = Lake.open(settings).query("SELECT * FROM round_metrics ORDER BY round").to_dicts()
     console.print(metrics_table(rows))
     console.print("\nNext, query the lake with SQL:")

@@ -76,12 +76,14 @@ class MemoryCallCache:
 
 @dataclass(frozen=True, slots=True)
 class UsageStats:
-    """What the current round cost so far: calls made (attempts), cache hits, items that failed
-    or were stopped by the cap, tokens and USD."""
+    """What the current round cost so far: calls made (attempts), cache hits, requests answered
+    by an identical request in flight (``deduplicated``), items that failed or were stopped by
+    the cap, tokens and USD (``cost_usd`` includes what earlier tasks of the round spent)."""
 
     round: int = 0
     calls: int = 0
     cache_hits: int = 0
+    deduplicated: int = 0
     failed_items: int = 0
     capped_items: int = 0
     prompt_tokens: int = 0

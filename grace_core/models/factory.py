@@ -38,10 +38,16 @@ class ModelRoles:
     embedder: Embedder
     client: LiteLLMClient | None = None
 
-    def start_round(self, round_no: int) -> None:
-        """Tag later model calls with ``round_no`` and reset the round's spend."""
+    def start_round(self, round_no: int, spent_usd: float = 0.0) -> None:
+        """Tag later model calls with ``round_no``; the round's spend starts at ``spent_usd``
+        (what earlier tasks of the round spent)."""
         if self.client is not None:
-            self.client.start_round(round_no)
+            self.client.start_round(round_no, spent_usd)
+
+    @property
+    def backend(self) -> str:
+        """What really answers: ``offline`` when no role calls litellm, else ``litellm``."""
+        return "offline" if self.client is None else "litellm"
 
     def usage(self) -> UsageStats:
         """Calls, cache hits, tokens and USD of the current round (zeros when offline)."""

@@ -1,5 +1,7 @@
 """The one path by which GRACE calls hosted or local models: litellm, with a content-addressed
-cache, a cost ledger, bounded retries, a concurrency limit and a per-round spend cap.
+cache, a cost ledger, bounded retries, a concurrency limit, a per-round spend cap, single-flight
+de-duplication (identical requests in flight are made once) and redaction of secrets in every
+recorded or raised error.
 
 ``LITELLM_LOCAL_MODEL_COST_MAP`` is set before litellm is imported so that the import does not
 fetch the price map from the network.
@@ -9,11 +11,12 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -30,6 +33,7 @@ from grace_core.errors import MalformedReply, ModelUnavailable, SpendCapReached,
 from grace_core.models.cache import CallCache, CallOutcome, CallRecord, UsageStats  # noqa: E402
 from grace_core.models.config import ModelConfig  # noqa: E402
 from grace_core.models.hashing import call_key, canonical_json  # noqa: E402
+from grace_core.models.redaction import Redactor  # noqa: E402
 from grace_core.models.roles import Outcome  # noqa: E402
 
 litellm.suppress_debug_info = True
@@ -42,6 +46,8 @@ Completion = Callable[..., Any]
 """``litellm.completion`` or a function with its signature (tests wrap it to add ``mock_response``)."""
 
 _FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
+
+log = logging.getLogger("grace.models")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +71,11 @@ class LiteLLMClient:
     """Calls models through litellm for every role of the litellm backend.
 
     ``cache`` receives one :class:`CallRecord` per attempt; a request whose key has an ``ok``
-    record is answered from it without a call. ``completion`` and ``embedding`` default to
-    ``litellm.completion`` and ``litellm.embedding``.
+    record is answered from it without a call, and a request whose key is already in flight
+    waits for that call's result instead of making its own. ``completion`` and ``embedding``
+    default to ``litellm.completion`` and ``litellm.embedding``. Errors are recorded, returned
+    and raised only after redaction (the configured key, secret-looking environment variables,
+    credential headers), see :mod:`grace_core.models.redaction`.
     """
 
     def __init__(
@@ -83,13 +92,18 @@ class LiteLLMClient:
         self._embedding = embedding or litellm.embedding
         self._lock = threading.Lock()
         self._stats = UsageStats()
+        self._in_flight: dict[str, Future[CallResult[Any]]] = {}
+        key = config.api_key.get_secret_value() if config.api_key is not None else None
+        self.redact = Redactor.from_environment(os.environ, key)
 
     # -- rounds, spend and usage ------------------------------------------------------------
 
-    def start_round(self, round_no: int) -> None:
-        """Tag later calls with ``round_no`` and reset the round's spend and counters."""
+    def start_round(self, round_no: int, spent_usd: float = 0.0) -> None:
+        """Tag later calls with ``round_no`` and reset the counters; ``spent_usd`` is what the
+        round already spent in earlier units of work (the cap is per round, not per task)."""
+        cap = self.config.spend_cap_usd
         with self._lock:
-            self._stats = UsageStats(round=round_no)
+            self._stats = UsageStats(round=round_no, cost_usd=spent_usd, spend_cap_reached=cap is not None and spent_usd >= cap)
 
     def usage(self) -> UsageStats:
         """Counters of the current round."""
@@ -119,7 +133,12 @@ class LiteLLMClient:
         with self._lock:
             spent = self._stats.cost_usd + (cost or 0.0)
             cap = self.config.spend_cap_usd
+            newly = cap is not None and spent >= cap and not self._stats.spend_cap_reached
             self._stats = replace(self._stats, cost_usd=spent, spend_cap_reached=cap is not None and spent >= cap)
+            round_no = self._stats.round
+        if newly:
+            log.warning("round %d: spend cap reached: $%.6f spent of a $%.6f cap; no new model calls this round "
+                        "(the items they were for are retried next round)", round_no, spent, cap)
 
     # -- concurrency --------------------------------------------------------------------------
 
@@ -177,7 +196,8 @@ class LiteLLMClient:
                 model=model, messages=msgs, timeout=self.config.request_timeout_s, max_retries=0,
                 drop_params=True, **params, **self._auth(),
             )
-            return resp.choices[0].message.content or "", resp
+            choices = getattr(resp, "choices", None) or []
+            return (choices[0].message.content or "") if choices else "", resp
 
         return self._run(role, model, key, messages, params, invoke, parse)
 
@@ -234,9 +254,8 @@ class LiteLLMClient:
         with self._lock:
             self.cache.put(CallRecord(round=self._stats.round, created_at=datetime.now(UTC), **fields))
 
-    def _cached(self, key: str, parse: Callable[[str], T]) -> T | None:
-        with self._lock:
-            hit = self.cache.get(key)
+    @staticmethod
+    def _parse_hit(hit: CallRecord | None, parse: Callable[[str], T]) -> T | None:
         if hit is None or hit.response is None:
             return None
         try:
@@ -254,13 +273,46 @@ class LiteLLMClient:
         invoke: Callable[[list[dict[str, str]]], tuple[str, Any]],
         parse: Callable[[str], T],
     ) -> CallResult[T]:
-        """Answer from the cache, or call with retries: transient errors back off, malformed
-        replies get a correction turn, fatal errors raise, anything else fails the item."""
-        value = self._cached(key, parse)
+        """Answer from the cache; else wait for the identical request already in flight (single
+        flight, keyed by the cache key); else make the call."""
+        with self._lock:
+            flight = self._in_flight.get(key)
+            if flight is None:
+                value = self._parse_hit(self.cache.get(key), parse)
+                if value is None:
+                    mine: Future[CallResult[Any]] = Future()
+                    self._in_flight[key] = mine
+        if flight is not None:
+            result = flight.result()  # the leader's exception, if it raised, is raised here too
+            self._count(deduplicated=1)
+            return result
         if value is not None:
             self._count(cache_hits=1)
             return CallResult(value, "ok")
+        try:
+            result = self._call(role, model, key, messages, params, invoke, parse)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        else:
+            mine.set_result(result)
+            return result
+        finally:
+            with self._lock:
+                del self._in_flight[key]
 
+    def _call(
+        self,
+        role: str,
+        model: str,
+        key: str,
+        messages: list[dict[str, str]],
+        params: dict[str, Any],
+        invoke: Callable[[list[dict[str, str]]], tuple[str, Any]],
+        parse: Callable[[str], T],
+    ) -> CallResult[T]:
+        """Call with retries: transient errors back off, malformed replies get a correction
+        turn, fatal errors raise, anything else fails the item."""
         msgs = list(messages)
         error = "no attempt made"
         backoffs = 0
@@ -268,19 +320,19 @@ class LiteLLMClient:
             if self.spend_cap_reached:
                 self._count(capped_items=1)
                 return CallResult(None, "capped", error="spend cap reached")
-            request = canonical_json({"messages": msgs, "params": params})
+            request = self.redact.values(canonical_json({"messages": msgs, "params": params}))
             started = time.perf_counter()
 
             def record(outcome: CallOutcome, error: str | None, text: str | None = None, prompt: int = 0,
                        completion: int = 0, cost: float | None = None) -> None:
-                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=text,
+                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=self.redact.values(text),
                              prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
                              latency_s=time.perf_counter() - started, outcome=outcome, error=error)
 
             try:
                 text, resp = self._invoke(invoke, msgs)
             except _Transient as exc:
-                error = str(exc)
+                error = self.redact.error_text(str(exc))
                 self._count(calls=1)
                 record(exc.outcome, error)
                 if attempt < self.config.max_retries:
@@ -288,11 +340,12 @@ class LiteLLMClient:
                     backoffs += 1
                 continue
             except _FATAL as exc:
+                error = self.redact.error_text(exc)
                 self._count(calls=1)
-                record("error", str(exc))
-                raise ModelUnavailable(f"{role} model {model!r}: {type(exc).__name__}: {exc}") from None
-            except openai.APIError as exc:
-                error = f"{type(exc).__name__}: {exc}"
+                record("error", error)
+                raise ModelUnavailable(f"{role} model {model!r}: {error}") from None
+            except Exception as exc:  # noqa: BLE001 (any other error of the call fails this item only)
+                error = self.redact.error_text(exc)
                 self._count(calls=1, failed_items=1)
                 record("error", error)
                 return CallResult(None, "failed", error=error)
@@ -306,7 +359,7 @@ class LiteLLMClient:
             try:
                 value = parse(text)
             except MalformedReply as exc:
-                error = f"malformed reply: {exc}"
+                error = self.redact.error_text(f"malformed reply: {exc}")
                 record("malformed", error, text, prompt_tokens, completion_tokens, cost)
                 msgs = [*messages, {"role": "assistant", "content": text},
                         {"role": "user", "content": f"That reply was not valid ({exc}). Reply again with only the JSON object asked for."}]

@@ -2,8 +2,19 @@
 
 It serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` from a thread. By default it
 answers each role's prompt sensibly (the judge says ``entails`` for a claim found verbatim in
-the source); ``script`` queues misbehaviours for the next requests: ``"429"``, ``"500"``,
-``"401"``, ``"slow"`` (sleeps past the client's timeout), ``"malformed"`` (not JSON).
+the source); ``script`` queues misbehaviours for the next requests, ``fallback`` is the
+behaviour once the script is empty (``"ok"`` by default) and ``fail_every`` = (n, mode) makes
+every n-th request misbehave:
+
+- ``"429"``, ``"500"``, ``"401"``: that status with an OpenAI-style error body;
+- ``"slow"``: sleeps past the client's timeout;
+- ``"malformed"``: a reply whose content is not JSON;
+- ``"wrong_fields"``: a JSON reply without the fields the role asked for;
+- ``"no_choices"``: a 200 completion with an empty ``choices`` list;
+- ``"not_json"``: a 200 whose HTTP body is not JSON at all;
+- ``"echo_key"``: a 500 whose error body echoes the request's ``Authorization``, ``api-key`` and
+  ``x-api-key`` headers (as careless proxies do);
+- ``"echo_key_401"``: the same with status 401.
 """
 
 from __future__ import annotations
@@ -56,7 +67,10 @@ class OpenAICompatibleServer:
 
     def __init__(self, *, slow_s: float = 1.5) -> None:
         self.script: list[str] = []
+        self.fallback = "ok"
+        self.fail_every: tuple[int, str] | None = None
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.authorizations: list[str | None] = []
         self.delay_s = 0.0
         self.slow_s = slow_s
         self.in_flight = 0
@@ -87,7 +101,10 @@ class OpenAICompatibleServer:
         earlier test no longer count as in flight)."""
         with self._lock:
             self.script.clear()
+            self.fallback = "ok"
+            self.fail_every = None
             self.requests.clear()
+            self.authorizations.clear()
             self.delay_s = 0.0
             self.in_flight = 0
             self.max_in_flight = 0
@@ -97,12 +114,19 @@ class OpenAICompatibleServer:
         """Bodies of the chat completion requests received so far."""
         return [b for p, b in self.requests if p.endswith("/chat/completions")]
 
-    def _next(self, path: str, body: dict[str, Any]) -> tuple[str, int]:
+    def _next(self, path: str, body: dict[str, Any], authorization: str | None) -> tuple[str, int]:
         with self._lock:
             self.requests.append((path, body))
+            self.authorizations.append(authorization)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return (self.script.pop(0) if self.script else "ok"), self._generation
+            if self.script:
+                mode = self.script.pop(0)
+            elif self.fail_every is not None and len(self.requests) % self.fail_every[0] == 0:
+                mode = self.fail_every[1]
+            else:
+                mode = self.fallback
+            return mode, self._generation
 
     def _done(self, generation: int) -> None:
         with self._lock:
@@ -116,8 +140,8 @@ class OpenAICompatibleServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | bytes) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -129,7 +153,7 @@ class OpenAICompatibleServer:
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                mode, generation = server._next(self.path, body)
+                mode, generation = server._next(self.path, body, self.headers.get("Authorization"))
                 try:
                     time.sleep(server.delay_s)
                     if mode == "slow":
@@ -137,10 +161,22 @@ class OpenAICompatibleServer:
                     if mode in ("429", "500", "401"):
                         self._send(int(mode), {"error": {"message": f"scripted {mode}", "type": "test", "code": mode}})
                         return
+                    if mode.startswith("echo_key"):
+                        echoed = {h: self.headers.get(h) for h in ("Authorization", "api-key", "x-api-key")}
+                        message = f"upstream refused the request; headers were {echoed}; Authorization: {echoed['Authorization']}"
+                        self._send(401 if mode == "echo_key_401" else 500, {"error": {"message": message, "type": "test"}})
+                        return
+                    if mode == "not_json":
+                        self._send(200, b"<html><body>502 Bad Gateway</body></html>")
+                        return
                     if self.path.endswith("/embeddings"):
                         self._embeddings(body)
                         return
-                    content = "this is not JSON at all" if mode == "malformed" else role_reply(body)
+                    if mode == "no_choices":
+                        self._send(200, {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                                         "model": body["model"], "choices": []})
+                        return
+                    content = {"malformed": "this is not JSON at all", "wrong_fields": json.dumps({"result": [1, 2, 3]})}.get(mode) or role_reply(body)
                     prompt_words = sum(len(m["content"].split()) for m in body["messages"])
                     self._send(200, {
                         "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),

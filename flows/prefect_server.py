@@ -1,0 +1,119 @@
+"""A Prefect API for one command: the configured one, or a temporary local server that never
+outlives the command.
+
+Prefect starts its temporary server as a child process and stops it only at a normal
+interpreter exit, so a command ended by SIGTERM or SIGHUP (no ``atexit``) or by SIGKILL left it
+running. :func:`prefect_api` starts that server itself, turns SIGTERM and SIGHUP into a normal
+exit (SIGINT already is one), stops the server on the way out, and starts a watchdog process
+that stops the server when the command's process dies without cleaning up (SIGKILL, OOM kill).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from grace_core.errors import GraceError
+
+STARTUP_TIMEOUT_S = 180
+"""Least wait for the temporary server (its first start migrates a new database, slow on a busy
+machine); Prefect's own ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` wins when longer."""
+
+
+class PrefectServerUnavailable(GraceError):
+    """The temporary Prefect server did not start."""
+
+WATCHDOG = """
+import os, signal, sys, time
+parent, server = int(sys.argv[1]), int(sys.argv[2])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the parent's to handle
+while os.getppid() == parent:
+    time.sleep(0.2)
+try:
+    os.kill(server, signal.SIGTERM)
+    for _ in range(50):
+        time.sleep(0.1)
+        os.kill(server, 0)
+    os.kill(server, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+"""
+"""Run as ``python -c WATCHDOG <parent pid> <server pid>``: once the parent is gone (the watchdog
+is re-parented), stop the server (SIGTERM, then SIGKILL after 5 s)."""
+
+_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def prefect_api() -> Iterator[tuple[str, bool]]:
+    """Yield (URL, temporary) of the Prefect API the command's flows use: ``PREFECT_API_URL``
+    when configured, else a temporary server started here, stopped when the block ends, on
+    SIGTERM/SIGHUP/SIGINT, or by the watchdog if this process is killed."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
+
+    configured = PREFECT_API_URL.value()
+    if configured:
+        yield configured, False
+        return
+    previous = {s: signal.signal(s, _exit_on_signal) for s in _EXIT_SIGNALS}
+    server = SubprocessASGIServer()
+    watchdog = None
+    try:
+        try:
+            server.start(timeout=max(STARTUP_TIMEOUT_S, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+        except RuntimeError as exc:
+            raise PrefectServerUnavailable(
+                f"the temporary Prefect server did not start ({str(exc).splitlines()[0]}); set PREFECT_API_URL to a running server"
+            ) from None
+        assert server.server_process is not None
+        watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(server.server_process.pid)])
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            try:
+                yield server.api_url, True
+            finally:
+                from prefect.logging.handlers import APILogWorker
+
+                APILogWorker.drain_all(timeout=5)  # the run's logs reach the server before it stops
+    finally:
+        server.stop()
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+class _WithoutTraceback(logging.Formatter):
+    """Formats like ``inner`` but leaves out the record's traceback (the record is unchanged
+    for the other handlers, e.g. the one sending logs to the Prefect API)."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def console_without_tracebacks() -> None:
+    """Prefect's console log lines without tracebacks: a failed run is one line there (its
+    traceback still goes to the Prefect API), and the command prints the error itself."""
+    for handler in logging.getLogger().handlers:
+        if type(handler).__name__ == "PrefectConsoleHandler" and not isinstance(handler.formatter, _WithoutTraceback):
+            handler.setFormatter(_WithoutTraceback(handler.formatter))
