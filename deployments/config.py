@@ -15,7 +15,7 @@ from grace_core.errors import InvalidSettings
 class ScheduleConfig(BaseModel):
     """Schedules of the served deployments (``grace serve``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     nightly_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly expansion round.")
     inbox_interval_s: int = Field(300, ge=1, description="Seconds between two scans of the batch inbox.")
@@ -37,7 +37,7 @@ class ScheduleConfig(BaseModel):
 class RunnerConfig(BaseModel):
     """Where an expansion round runs the chunk tasks of its build and score sub-flows."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     task_runner: Literal["thread", "dask"] = Field(
         "thread", description="thread: a thread pool in the flow's process; dask: a Dask cluster (prefect-dask)."

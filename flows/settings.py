@@ -1,12 +1,20 @@
-"""The one typed settings object (env prefix ``GRACE_``), built at the entry point and passed down."""
+"""The one typed settings object (env prefix ``GRACE_``), built at the entry point and passed down.
+
+Every command and flow builds it through :func:`build_settings`, so a bad value, from the
+environment or from an option, is one :class:`InvalidSettings` line naming the setting
+(``GRACE_BUDGET: input should be a valid number, got 'abc'``), never a pydantic traceback."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from deployments.config import RunnerConfig, ScheduleConfig
 from grace_core.assignment import ReviewConfig
+from grace_core.errors import InvalidSettings
 from grace_core.limits import InputLimits
 from grace_core.models.config import ModelConfig
 from grace_core.params import ScoringParams
@@ -16,7 +24,7 @@ from storage.config import LakeConfig
 class PipelineConfig(BaseModel):
     """How the flows run an expansion round."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     budget: float = Field(3.0, ge=0, description="Review budget per round, in cost units (DESIGN §4).")
     quorum: int = Field(1, ge=1, description="Reviewers that must answer before a claim's verdict counts.")
@@ -38,9 +46,52 @@ class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, Pipeli
     ``GRACE_LAKE=s3://bucket/prefix``); explicit keyword arguments win.
     """
 
-    model_config = SettingsConfigDict(env_prefix="GRACE_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="GRACE_", frozen=True, extra="ignore", allow_inf_nan=False)
+
+
+ENV_PREFIX = "GRACE_"
+
+
+def setting_name(field: str, overrides: dict[str, object]) -> str:
+    """How the user gave ``field``: ``--w-anchor`` when it came as an option, else ``GRACE_W_ANCHOR``."""
+    if field in overrides:
+        return "--" + field.replace("_", "-")
+    return ENV_PREFIX + field.upper()
+
+
+def _is_secret(field: str) -> bool:
+    info = GraceSettings.model_fields.get(field)
+    return info is not None and SecretStr in (info.annotation, *getattr(info.annotation, "__args__", ()))
+
+
+def _problem(error: Any, overrides: dict[str, object]) -> str:
+    """One pydantic error as ``NAME: problem, got VALUE`` (the value of a secret is never shown)."""
+    loc = error.get("loc") or ()
+    field = str(loc[0]) if loc else ""
+    name = setting_name(field, overrides) if field in GraceSettings.model_fields else (field or "settings")
+    name += "".join(f"[{part}]" for part in loc[1:])
+    msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    msg = msg[:1].lower() + msg[1:]
+    if "input" in error and error.get("type") != "missing" and not _is_secret(field):
+        shown = repr(error["input"])
+        msg += f", got {shown if len(shown) <= 80 else shown[:77] + '...'}"
+    return f"{name}: {msg}"
+
+
+def validation_message(exc: ValidationError, overrides: dict[str, object] | None = None) -> str:
+    """Every error of ``exc`` on one line, each naming its setting (see :func:`setting_name`)."""
+    return "; ".join(_problem(e, overrides or {}) for e in exc.errors())
 
 
 def build_settings(**overrides: object) -> GraceSettings:
-    """Build settings from the environment plus explicit overrides (``None`` values are ignored)."""
-    return GraceSettings(**{k: v for k, v in overrides.items() if v is not None})
+    """Build settings from the environment plus explicit overrides (``None`` values are ignored).
+    A value that does not validate raises :class:`InvalidSettings` naming every bad setting."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return GraceSettings(**given)
+    except ValidationError as exc:
+        raise InvalidSettings(validation_message(exc, given)) from None
+    except SettingsError as exc:  # a list or JSON setting whose environment value is not JSON
+        m = re.search(r'field "(\w+)"', str(exc))
+        name = setting_name(m.group(1), given) if m else "a GRACE_ setting"
+        raise InvalidSettings(f'{name}: not valid JSON (a list is written like \'["a", "b"]\')') from None

@@ -26,7 +26,7 @@ class ReviewConfig(BaseModel):
     """How deferred claims reach reviewers (env: ``GRACE_REVIEWERS``, ``GRACE_USE_VERIFIER``,
     ``GRACE_OVERLAP``, ``GRACE_PACKET_SIZE``, ``GRACE_DEADLINE_HOURS``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     reviewers: tuple[str, ...] = Field(
         (), description='Human reviewers who get review packets, e.g. GRACE_REVIEWERS=\'["alice", "bob"]\'; none by default.'

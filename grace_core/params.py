@@ -12,10 +12,12 @@ from grace_core.errors import InvalidSettings
 class ScoringParams(BaseModel):
     """Edge weights, centrality thresholds and selection constants.
 
-    Invariant (DESIGN §1): ``w_anchor > w_agree > w_neutral > w_contra > 0``.
+    Invariant (DESIGN §1): ``w_anchor > w_agree > w_neutral > w_contra > 0``. Every value is a
+    finite number (``nan`` or ``inf`` is refused), δ lies in [0, 1] like the normalised closeness
+    it is compared with, and k is positive.
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     w_anchor: float = Field(3.0, description="Weight of a prior → claim edge.")
     w_agree: float = Field(2.0, description="Weight of a response → claim edge when a prior entails the claim.")
@@ -25,7 +27,7 @@ class ScoringParams(BaseModel):
     lambda_c: float = Field(0.5, ge=0, description="Priority weight of boundary betweenness.")
     lambda_n: float = Field(0.5, ge=0, description="Priority weight of novelty.")
     k: float = Field(10.0, gt=0, description="Steepness of the confidence sigmoid.")
-    delta: float = Field(0.5, description="Midpoint of the confidence sigmoid.")
+    delta: float = Field(0.5, ge=0, le=1, description="Midpoint of the confidence sigmoid (on the normalised closeness, in [0, 1]).")
     epsilon: float = Field(0.01, gt=0, description="Floor of the embedding part of a review's cost.")
     mu: float = Field(0.002, ge=0, description="Cost per expected review second (DESIGN §4: 30 s of human review add 0.06).")
     review_seconds: float = Field(30.0, ge=0, description="Expected seconds per claim for human reviewers with no history.")

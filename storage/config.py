@@ -9,7 +9,7 @@ SIZE_PATTERN = r"^\s*(\d*[1-9]\d*(?:\.\d+)?|\d+\.\d*[1-9]\d*)\s*([KMGTkmgt][iI]?
 
 
 class LakeConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     lake: str = Field("./lake", description="Lake root: a local folder or s3://bucket/prefix.")
     s3_endpoint_url: str | None = Field(None, description="S3-compatible endpoint (MinIO, moto, …); AWS when unset.")

@@ -1,11 +1,13 @@
 """The ``grace`` command. Each subcommand lives in a module named for what it does; domain
-errors become one line on stderr and exit code 2, never a traceback."""
+errors, bad settings and usage errors become one line on stderr and exit code 2, never a
+traceback or a box."""
 
 from __future__ import annotations
 
 import sys
 
 import typer
+from pydantic import ValidationError
 
 from grace_core.errors import GraceError
 
@@ -22,11 +24,28 @@ def _register() -> None:
     from flows.cli import ask, demo, eval, lake, review, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
 
 
+def _fail(message: str, code: int = 2) -> None:
+    print(f"grace: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
 def main() -> None:
     """Entry point of the ``grace`` console command."""
     _register()
     try:
-        app()  # usage errors are reported by click itself (exit code 2)
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors: unknown command or option, a value of the wrong type
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `grace` alone: the help is printed already
+            sys.exit(2)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see {ctx.command_path} --help)" if ctx is not None and getattr(exc, "exit_code", 1) == 2 else ""
+        _fail(" ".join(exc.format_message().split()) + hint, getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        _fail("aborted", 1)
     except GraceError as exc:
-        print(f"grace: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _fail(" ".join(str(exc).splitlines()))
+    except ValidationError as exc:  # a model built from user input outside the settings
+        from flows.settings import validation_message
+
+        _fail(validation_message(exc))
+    sys.exit(code if isinstance(code, int) else 0)

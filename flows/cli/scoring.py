@@ -11,15 +11,38 @@ import typer
 from flows.cli import app
 from flows.settings import GraceSettings, build_settings
 from grace_core.edges import validate_edges
+from grace_core.errors import InvalidEdgeTable
 from grace_core.scoring import score_edges
-from storage.table_files import read_table_file, write_parquet_atomic
-
+from storage.table_files import TableFileError, read_table_file, write_parquet_atomic
 
 
 def score_file(edges_path: Path, settings: GraceSettings) -> pl.DataFrame:
-    """Read, validate and score one edge-table file."""
+    """Read, validate and score one edge-table file; a table with no rows is refused."""
+    if edges_path.is_dir():
+        raise TableFileError(f"{edges_path}: is a folder, not an edge table file")
     edges = validate_edges(read_table_file(edges_path), origin=str(edges_path))
+    if edges.height == 0:
+        raise InvalidEdgeTable(f"{edges_path}: no edges (the table has a header but no rows)")
     return score_edges(edges, settings)
+
+
+def check_output(out: Path, edges_path: Path) -> None:
+    """Refuse an output path that cannot take the scores, before any work is done."""
+    if out.is_dir():
+        raise TableFileError(f"{out}: is a folder; OUT must be a file path such as scores.parquet")
+    folder = next((p for p in out.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise TableFileError(f"{out}: cannot write: {folder} is a file, not a folder")
+    if out.exists() and edges_path.exists() and out.resolve() == edges_path.resolve():
+        raise TableFileError(f"{out}: is the input edge table; write the scores to another file")
+
+
+def write_scores(scores: pl.DataFrame, out: Path) -> None:
+    """Write the scores atomically; a failure leaves no file behind and is one line."""
+    try:
+        write_parquet_atomic(scores, out)
+    except OSError as exc:
+        raise TableFileError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
 
 
 @app.command()
@@ -41,8 +64,9 @@ def score(
         w_anchor=w_anchor, w_agree=w_agree, w_neutral=w_neutral, w_contra=w_contra,
         lambda_c=lambda_c, lambda_n=lambda_n, k=k, delta=delta, delta_refute=delta_refute,
     )
+    check_output(out, edges)
     scores = score_file(edges, settings)
-    write_parquet_atomic(scores, out)
+    write_scores(scores, out)
     counts = scores["status"].value_counts().sort("status")
     summary = ", ".join(f"{s} {n}" for s, n in counts.iter_rows())
     typer.echo(f"scored {scores.height} claims in {scores['doc_id'].n_unique()} documents → {out} ({summary})")

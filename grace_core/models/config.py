@@ -18,7 +18,7 @@ OFFLINE = "offline"
 class ModelConfig(BaseModel):
     """Model roles, the litellm client's limits, and the offline heuristics' calibrated thresholds."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     backend: Literal["offline", "litellm"] = Field(
         "offline", description="offline: embedded heuristics for every role; litellm: each role uses its model string."
