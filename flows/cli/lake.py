@@ -73,7 +73,7 @@ def sql(
 
 @app.command("ingest")
 def ingest(
-    batch: Path = typer.Argument(..., help="A JSONL document batch (one document per line)."),
+    batch: str = typer.Argument(..., help="A JSONL document batch (one document per line): a local path or s3://bucket/key."),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
     prior_sections: Optional[str] = typer.Option(
         None, "--prior-sections", help="Comma-separated section names ingested as priors (e.g. 'Abstract,Introduction'); "
@@ -82,7 +82,7 @@ def ingest(
     """Ingest one document batch: all of it or nothing; the same batch twice changes nothing."""
     sections = tuple(s.strip() for s in prior_sections.split(",") if s.strip()) if prior_sections else None
     settings = build_settings(lake=lake, prior_sections=sections)
-    name, data = read_batch_file(str(batch), settings, settings)  # in bounded pieces, up to GRACE_MAX_BATCH_BYTES
+    name, data = read_batch_file(batch, settings, settings)  # in bounded pieces, up to GRACE_MAX_BATCH_BYTES
     target = Lake.open(settings)
     report = ingest_batch(target, data, name, settings.prior_sections, settings)
     print(f"{report.summary()} (lake {target.uri})")

@@ -34,6 +34,7 @@ from grace_core.errors import GraceError, InvalidIdentifier
 from storage.lake import Lake
 from storage.review_files import ReviewArea
 from tests.conftest import REPO
+from tests.storage.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
 
 pytestmark = pytest.mark.reliability
 
@@ -442,3 +443,32 @@ def test_a_symlinked_outbox_leading_out_of_the_lake_is_refused(review_lake: Path
     with pytest.raises(GraceError, match="outside the lake's review folder"):
         area.write_packet("alice", pl.DataFrame({"claim_id": ["c:1"]}))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_s3_batches_over_the_limit_are_refused_and_quarantined_without_being_read_whole(
+        s3_endpoint: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    import boto3
+
+    from flows.ingest import ingest_inbox
+    from flows.settings import build_settings
+    from tests.storage.conftest import make_bucket
+
+    monkeypatch.setenv("GRACE_S3_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("GRACE_CATALOG_CACHE", str(tmp_path / "catalogs"))
+    bucket = make_bucket(s3_endpoint)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    huge = line(GOOD) * 20_000
+    s3.put_object(Bucket=bucket, Key="in/a-huge.jsonl", Body=huge)
+    s3.put_object(Bucket=bucket, Key="in/b-escape.jsonl", Body=line({**GOOD, "id": "../../x"}))
+    s3.put_object(Bucket=bucket, Key="in/c-good.jsonl", Body=line(GOOD))
+    lake = f"s3://{bucket}/lake"
+    res = grace(monkeypatch, capsys, "ingest", f"s3://{bucket}/in/a-huge.jsonl", "--lake", lake, GRACE_MAX_BATCH_BYTES=str(512 * 1024))
+    refused(res, f"s3://{bucket}/in/a-huge.jsonl: more than 524,288 bytes", "GRACE_MAX_BATCH_BYTES")
+    lines = ingest_inbox.fn(build_settings(lake=lake, max_batch_bytes=512 * 1024), f"s3://{bucket}/in")
+    assert "GRACE_MAX_BATCH_BYTES" in lines[0] and "field 'id'" in lines[1] and "ingested 1 new documents" in lines[2]
+    keys = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="in/")["Contents"]}
+    assert sorted(keys) == ["in/processed/c-good.jsonl", "in/quarantine/a-huge.jsonl", "in/quarantine/a-huge.jsonl.error.txt",
+                            "in/quarantine/b-escape.jsonl", "in/quarantine/b-escape.jsonl.error.txt"]
+    assert keys["in/quarantine/a-huge.jsonl"] == len(huge)
+    opened = Lake.open(build_settings(lake=lake), must_exist=True)
+    assert opened.read("documents")["doc_id"].to_list() == ["ok-1"]
