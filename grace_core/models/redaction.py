@@ -26,10 +26,10 @@ _PATTERNS = (
     re.compile(
         r"""(?P<name>\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|\b(?:aws_)?secret(?:[-_]access)?[-_]?key|"""
         r"""\b(?:aws_)?session[-_]token|\baccess[-_]token|\bpassword)"""
-        r"""(?P<sep>["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token)\s+)?(?P<value>[^\s"',;}\]]+)""",
+        r"""(?P<sep>["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token)\s+)?(?!\[REDACTED\])(?P<value>[^\s"',;}\]]+)""",
         re.IGNORECASE,
     ),
-    re.compile(r"\b(?P<name>bearer)(?P<sep>\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})", re.IGNORECASE),
+    re.compile(r"\b(?P<name>bearer)(?P<sep>\s+)(?!\[REDACTED\])(?P<value>[A-Za-z0-9._~+/=-]{6,})", re.IGNORECASE),
 )
 _KEY_SHAPES = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16})\b")
 _TRACEBACK = re.compile(r"\s*Traceback \(most recent call last\).*", re.DOTALL)
@@ -56,11 +56,10 @@ class Redactor:
         """``text`` without secrets (None stays None)."""
         if not text:
             return text
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        for pattern in _PATTERNS:
+        for pattern in _PATTERNS:  # credential shapes first: "Authorization: Bearer <key>" becomes one marker
             text = pattern.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
-        return _KEY_SHAPES.sub(REDACTED, text)
+        text = _KEY_SHAPES.sub(REDACTED, text)
+        return self.values(text)
 
     def values(self, text: str | None) -> str | None:
         """``text`` with only the known secret values replaced (for prompts and replies, whose
