@@ -1,23 +1,30 @@
-"""The DuckDB catalog: one database file of views over the lake's committed Parquet files.
+"""The DuckDB catalog: one database file of views over the files of the lake's Delta tables.
 
-The catalog holds, for every table of :data:`storage.schemas.TABLES`, a view
-``SELECT * FROM read_parquet([...committed files...])`` (a typed empty ``SELECT`` while a table
-has no file), the derived views of :mod:`storage.views`, a ``lake_files`` table (every
-committed file with its table, round, rows and commit key) and ``_grace_catalog`` (which lake
-state it shows). Views name files by absolute path (local lakes) or ``s3://`` URL, so the file
-opens in any DuckDB client of the same storage version; only committed files are named, so a
-half-finished commit is never visible.
+The catalog holds, for every table of :data:`storage.schemas.TABLES`, a view over the data
+files its current Delta version names (``read_parquet([...])``, one branch per round
+partition adding the ``round`` column that Delta keeps in the folder name; a typed empty
+``SELECT`` while a table has no file), the derived views of :mod:`storage.views`, a
+``lake_files`` table (every file with its table, round, rows, bytes and table version) and
+``_grace_catalog`` (which lake state it shows). Views name files by absolute path (local
+lakes) or ``s3://`` URL, so the file opens in plain ``duckdb``; only files of committed Delta
+versions are named.
 
 It is rebuilt after every commit and whenever a reader finds it behind the lake
 (:func:`ensure_catalog`): built in a temporary file beside the old one, then renamed over it,
-so a reader always opens a complete catalog. Queries from users run through
-:mod:`storage.readonly_sql`, never on a connection of this module.
+so a reader always opens a complete catalog. Temporary files of builds that were killed are
+removed by later builds once they are :data:`STALE_TEMP_SECONDS` old. A reader that cannot
+write the catalog's folder (a read-only user, a stale catalog) builds its own in a private
+temporary folder; so does a query of the lake as of an earlier round (time travel). Queries
+from users run through :mod:`storage.readonly_sql`, never on a connection of this module.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,13 +33,14 @@ import duckdb
 import pyarrow as pa
 
 from grace_core.errors import LakeError
-from storage.filesystem import Store
-from storage.manifest import LakeState, checked_files
-from storage.schemas import TABLES, TableSpec
+from storage.delta_tables import LakeState, TableState
+from storage.filesystem import CATALOG_FILE, Store
+from storage.schemas import ROUND, TABLES, TableSpec
 from storage.views import DERIVED_VIEWS
 
 STATE_TABLE = "_grace_catalog"
 FILES_TABLE = "lake_files"
+STALE_TEMP_SECONDS = 600  # a catalog build takes seconds; older temporary files are leftovers of killed builds
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -57,14 +65,23 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def table_view_sql(store: Store, spec: TableSpec, state: LakeState) -> str:
-    """The ``SELECT`` behind the view of one table."""
-    files = checked_files(state, spec, store.uri)
-    if not files:
+def table_view_sql(spec: TableSpec, table: TableState) -> str:
+    """The ``SELECT`` behind the view of one table: its columns in declared order."""
+    if not table.files:
         cols = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in spec.schema)
         return f"SELECT {cols} LIMIT 0"
-    paths = ", ".join(_quote(store.file_uri(f.path)) for f in files)
-    return f"SELECT * FROM read_parquet([{paths}], hive_partitioning = false)"
+    groups: dict[int | None, list[str]] = {}
+    for f in table.files:
+        groups.setdefault(f.round, []).append(f.uri)
+    branches = []
+    for rnd, uris in sorted(groups.items(), key=lambda g: -1 if g[0] is None else g[0]):
+        cols = ", ".join(
+            f'CAST({int(rnd)} AS INTEGER) AS "{ROUND}"' if spec.partitioned and f.name == ROUND else f'"{f.name}"'
+            for f in spec.schema
+        )
+        paths = ", ".join(_quote(u) for u in uris)
+        branches.append(f"SELECT {cols} FROM read_parquet([{paths}], hive_partitioning = false)")
+    return "\nUNION ALL\n".join(branches)
 
 
 def _connect(store: Store, path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -75,52 +92,79 @@ def _connect(store: Store, path: Path, *, read_only: bool) -> duckdb.DuckDBPyCon
     return con
 
 
-def build_catalog(store: Store, state: LakeState) -> Path:
-    """Build the catalog for ``state`` and move it into place; returns its path."""
-    target = store.catalog_path
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _versions_json() -> str:
+    return json.dumps({s.name: s.version for s in TABLES.values()}, sort_keys=True)
+
+
+def remove_stale_temporaries(folder: Path, *, now: float | None = None) -> list[Path]:
+    """Delete the temporary files of catalog builds that were killed (``.catalog.duckdb.*.tmp``
+    and their ``.wal``) once they are :data:`STALE_TEMP_SECONDS` old; returns those deleted."""
+    cutoff = (now if now is not None else time.time()) - STALE_TEMP_SECONDS
+    removed = []
+    for p in folder.glob(f".{CATALOG_FILE}.*.tmp*"):
+        try:
+            if p.stat().st_mtime < cutoff:
+                p.unlink()
+                removed.append(p)
+        except FileNotFoundError:  # another build removed it first
+            continue
+    return removed
+
+
+def build_catalog(store: Store, state: LakeState, target: Path | None = None) -> Path:
+    """Build the catalog for ``state`` at ``target`` (default: the lake's catalog path) and
+    move it into place; returns its path."""
+    target = target or store.catalog_path
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(target.parent)
+    except OSError as exc:
+        raise LakeError(f"lake {store.uri}: cannot write the catalog folder {target.parent}: {exc.strerror}") from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         con = _connect(store, tmp, read_only=False)
         try:
             for spec in TABLES.values():
-                con.execute(f'CREATE VIEW "{spec.name}" AS {table_view_sql(store, spec, state)}')
+                con.execute(f'CREATE VIEW "{spec.name}" AS {table_view_sql(spec, state.table(spec.name))}')
             for name, sql in DERIVED_VIEWS.items():
                 con.execute(f'CREATE VIEW "{name}" AS {sql}')
-            files = pa.table({
-                "table_name": [f.table for r in state.records.values() for f in r.files],
-                "round": pa.array([f.round for r in state.records.values() for f in r.files], pa.int32()),
-                "path": [store.file_uri(f.path) for r in state.records.values() for f in r.files],
-                "rows": pa.array([f.rows for r in state.records.values() for f in r.files], pa.int64()),
-                "bytes": pa.array([f.bytes for r in state.records.values() for f in r.files], pa.int64()),
-                "commit_key": [r.key for r in state.records.values() for _ in r.files],
-                "committed_at": [r.committed_at for r in state.records.values() for _ in r.files],
+            files = [(t, f) for t in state.tables for f in t.files]
+            listing = pa.table({
+                "table_name": [t.name for t, _ in files],
+                "round": pa.array([f.round for _, f in files], pa.int32()),
+                "path": [f.uri for _, f in files],
+                "rows": pa.array([f.rows for _, f in files], pa.int64()),
+                "bytes": pa.array([f.bytes for _, f in files], pa.int64()),
+                "table_version": pa.array([t.version for t, _ in files], pa.int64()),
+                "modified": pa.array([f.modified for _, f in files], pa.timestamp("us", tz="UTC")),
             })
-            con.register("_files", files)
+            con.register("_files", listing)
             con.execute(f"CREATE TABLE {FILES_TABLE} AS SELECT * FROM _files ORDER BY table_name, round, path")
             con.unregister("_files")
-            versions = json.dumps({s.name: s.version for s in TABLES.values()}, sort_keys=True)
             con.execute(
-                f"CREATE TABLE {STATE_TABLE} AS SELECT ? AS lake, ? AS state_id, ? AS schema_versions, ? AS built_at",
-                [store.uri, state.state_id, versions, datetime.now(timezone.utc).isoformat()],
+                f"CREATE TABLE {STATE_TABLE} AS SELECT ? AS lake, ? AS state_id, ? AS schema_versions, "
+                "? AS table_versions, CAST(? AS INTEGER) AS as_of_round, ? AS built_at",
+                [store.uri, state.state_id, _versions_json(), json.dumps(state.versions, sort_keys=True),
+                 state.as_of_round, datetime.now(timezone.utc).isoformat()],
             )
         finally:
             con.close()
         os.replace(tmp, target)
     except duckdb.Error as exc:
-        raise LakeError(f"lake {store.uri}: cannot build the catalog: {str(exc).splitlines()[0]}") from None
+        raise LakeError(f"lake {store.uri}: cannot build the catalog: {str(exc).strip().splitlines()[0]}") from None
+    except OSError as exc:
+        raise LakeError(f"lake {store.uri}: cannot write the catalog {target}: {exc.strerror}") from None
     finally:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)
     return target
 
 
-def catalog_is_current(store: Store, state: LakeState) -> bool:
-    """Whether the catalog file exists and shows exactly ``state`` of this lake."""
-    path = store.catalog_path
+def catalog_is_current(store: Store, state: LakeState, path: Path | None = None) -> bool:
+    """Whether the catalog file at ``path`` (default: the lake's) exists and shows exactly ``state``."""
+    path = path or store.catalog_path
     if not path.is_file():
         return False
-    versions = json.dumps({s.name: s.version for s in TABLES.values()}, sort_keys=True)
     try:
         con = duckdb.connect(str(path), read_only=True)
         try:
@@ -129,11 +173,48 @@ def catalog_is_current(store: Store, state: LakeState) -> bool:
             con.close()
     except duckdb.Error:
         return False
-    return row == (store.uri, state.state_id, versions)
+    return row == (store.uri, state.state_id, _versions_json())
+
+
+def private_catalog_dir(store: Store) -> Path:
+    """A folder of this user's own for catalogs of ``store`` it cannot keep at the usual place
+    (read-only lake folder, time travel): ``<tmp>/grace-catalogs-<uid>/<lake hash>``, created
+    private (mode 700); a folder there that another user owns or can write is refused."""
+    uid = os.getuid()
+    base = Path(tempfile.gettempdir()) / f"grace-catalogs-{uid}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        st = base.stat()
+    except OSError as exc:
+        raise LakeError(f"lake {store.uri}: cannot create the private catalog folder {base}: {exc.strerror}") from None
+    if st.st_uid != uid or st.st_mode & 0o077:
+        raise LakeError(f"lake {store.uri}: the catalog folder {base} is not private to this user (owner or mode); remove it")
+    folder = base / hashlib.sha256(store.uri.encode()).hexdigest()[:16]
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def _writable(folder: Path) -> bool:
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return os.access(probe, os.W_OK | os.X_OK)
 
 
 def ensure_catalog(store: Store, state: LakeState) -> Path:
-    """The catalog path, rebuilt first if it is missing or behind ``state``."""
-    if not catalog_is_current(store, state):
-        build_catalog(store, state)
-    return store.catalog_path
+    """The path of a catalog showing ``state``, rebuilt first if it is missing or behind.
+
+    The lake's own catalog when ``state`` is the current one and its folder is writable;
+    otherwise a catalog in :func:`private_catalog_dir` (a time-travel state has one per
+    state there)."""
+    private = private_catalog_dir(store)
+    if state.as_of_round is not None:
+        path = private / f"asof-round-{state.as_of_round}-{state.state_id[:16]}.duckdb"
+        return path if catalog_is_current(store, state, path) else build_catalog(store, state, path)
+    main = store.catalog_path
+    if catalog_is_current(store, state, main):
+        return main
+    if _writable(main.parent):
+        return build_catalog(store, state, main)
+    fallback = private / CATALOG_FILE
+    return fallback if catalog_is_current(store, state, fallback) else build_catalog(store, state, fallback)

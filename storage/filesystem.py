@@ -64,6 +64,10 @@ class Store(ABC):
         """The location of ``rel`` as DuckDB names it: an absolute path or an ``s3://`` URL."""
 
     @abstractmethod
+    def arrow_path_of_uri(self, uri: str) -> str:
+        """The path for :attr:`arrow_fs` of a location :meth:`file_uri` gives."""
+
+    @abstractmethod
     def read_bytes(self, rel: str) -> bytes | None:
         """The content of ``rel``, or ``None`` when it does not exist."""
 
@@ -78,6 +82,10 @@ class Store(ABC):
     @abstractmethod
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the finished files directly inside ``rel_dir`` (empty if it does not exist)."""
+
+    @abstractmethod
+    def any_file(self, rel_dir: str) -> bool:
+        """Whether any finished file lies directly inside ``rel_dir`` (one cheap listing)."""
 
     @abstractmethod
     def list_tree(self, rel_dir: str) -> list[StoredFile]:
@@ -105,6 +113,10 @@ class Store(ABC):
         """An fsspec filesystem DuckDB must register to read this lake's files, if any."""
         return None
 
+    def delta_storage_options(self) -> dict[str, str]:
+        """The ``storage_options`` delta-rs needs to open this lake's tables."""
+        return {}
+
 
 class LocalStore(Store):
     """A lake in a local folder (created on first write)."""
@@ -124,6 +136,9 @@ class LocalStore(Store):
 
     def file_uri(self, rel: str) -> str:
         return str(self._path(rel))
+
+    def arrow_path_of_uri(self, uri: str) -> str:
+        return uri
 
     def read_bytes(self, rel: str) -> bytes | None:
         try:
@@ -170,6 +185,13 @@ class LocalStore(Store):
                 return [e.name for e in it if e.is_file() and not e.name.startswith(".")]
         except FileNotFoundError:
             return []
+
+    def any_file(self, rel_dir: str) -> bool:
+        try:
+            with os.scandir(self._path(rel_dir)) as it:
+                return any(e.is_file() and not e.name.startswith(".") for e in it)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     def list_tree(self, rel_dir: str) -> list[StoredFile]:
         out = []
@@ -220,6 +242,7 @@ class S3Store(Store):
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         session = boto3.session.Session()
+        self._session = session
         self.region = region or session.region_name or self._bucket_region(endpoint_url)
         self.endpoint_url = endpoint_url
         self._s3 = session.client(
@@ -247,6 +270,9 @@ class S3Store(Store):
 
     def file_uri(self, rel: str) -> str:
         return f"s3://{self.bucket}/{self._key(rel)}"
+
+    def arrow_path_of_uri(self, uri: str) -> str:
+        return uri.removeprefix("s3://")
 
     def _fail(self, action: str, rel: str, exc: Exception) -> LakeError:
         from botocore.exceptions import ClientError, NoCredentialsError
@@ -311,6 +337,16 @@ class S3Store(Store):
             raise self._fail("list", rel_dir, exc) from None
         return names
 
+    def any_file(self, rel_dir: str) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = self._key(rel_dir).rstrip("/") + "/"
+        try:
+            page = self._s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix, Delimiter="/", MaxKeys=1)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail("list", rel_dir, exc) from None
+        return bool(page.get("Contents"))
+
     def list_tree(self, rel_dir: str) -> list[StoredFile]:
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -369,6 +405,24 @@ class S3Store(Store):
         from fsspec.implementations.arrow import ArrowFSWrapper
 
         return ArrowFSWrapper(self.arrow_fs)
+
+    def delta_storage_options(self) -> dict[str, str]:
+        """Region, endpoint, conditional puts (``etag``: safe concurrent commits without a
+        lock service) and the credentials boto3 resolves from the standard AWS chain
+        (environment, profile, SSO, instance role), so delta-rs uses the same identity."""
+        options = {"AWS_REGION": self.region, "aws_conditional_put": "etag"}
+        if self.endpoint_url:
+            options["AWS_ENDPOINT_URL"] = self.endpoint_url
+            if self.endpoint_url.startswith("http://"):
+                options["AWS_ALLOW_HTTP"] = "true"
+        creds = self._session.get_credentials()
+        if creds is not None:
+            frozen = creds.get_frozen_credentials()
+            options["AWS_ACCESS_KEY_ID"] = frozen.access_key
+            options["AWS_SECRET_ACCESS_KEY"] = frozen.secret_key
+            if frozen.token:
+                options["AWS_SESSION_TOKEN"] = frozen.token
+        return options
 
 
 def default_catalog_cache() -> Path:

@@ -6,8 +6,11 @@ Whole or nothing: the batch is parsed and checked completely before anything is 
 all its rows are published by a single commit. Exactly once per content: a batch whose bytes
 were ingested before is skipped; a document already stored with the same content (same id,
 same content hash) is skipped, one stored with *different* content is a conflict naming the
-file, line and field, and nothing is stored. (Two batches ingested at the same moment are not
-checked against each other; the inbox watcher ingests one batch at a time.)
+file, line and field, and nothing is stored. Batches ingested at the same moment are checked
+against each other by the commit (:class:`storage.commit.KeyConflict`): of two that bring the
+same id with different content, the second fails the same way; shared documents with the same
+content are stored once. A document stored by a batch whose commit did not finish (a killed
+run) counts as new, so re-running that batch completes its priors and questions.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pyarrow.dataset as ds
 from grace_core.documents import batch_id, parse_batch, source_kinds
 from grace_core.errors import InvalidBatch
 from grace_core.limits import InputLimits
+from storage.commit import KeyConflict
 from storage.lake import Lake
 
 PRIOR_ROUND = 0
@@ -64,6 +68,20 @@ def _previous(lake: Lake, bid: str, name: str) -> IngestReport:
     )
 
 
+def _refuse_clash(lake: Lake, documents: pl.DataFrame, name: str) -> pl.DataFrame:
+    """The stored rows of ``documents``' ids; :class:`InvalidBatch` if one has other content."""
+    ids = documents["doc_id"].to_list()
+    stored = lake.read("documents", columns=["doc_id", "content_hash", "batch_id"], filter=ds.field("doc_id").isin(ids))
+    clash = documents.join(stored, on="doc_id", suffix="_stored").filter(pl.col("content_hash") != pl.col("content_hash_stored"))
+    if clash.height:
+        row = clash.sort("line").row(0, named=True)
+        raise InvalidBatch(
+            f"{name}: line {row['line']}: field 'id': document {row['doc_id']!r} is already stored with different "
+            f"content (from batch {row['batch_id_stored'][:12]}); give it a new id"
+        )
+    return stored
+
+
 def ingest_batch(
     lake: Lake, data: bytes, name: str, prior_sections: tuple[str, ...] = (), limits: InputLimits = InputLimits()
 ) -> IngestReport:
@@ -78,16 +96,9 @@ def ingest_batch(
     if lake.is_committed(batch_key(bid)):
         return _previous(lake, bid, name)
     batch = parse_batch(data, name, limits=limits)
-    ids = batch.documents["doc_id"].to_list()
-    stored = lake.read("documents", columns=["doc_id", "content_hash", "batch_id"], filter=ds.field("doc_id").isin(ids))
-    clash = batch.documents.join(stored, on="doc_id", suffix="_stored").filter(pl.col("content_hash") != pl.col("content_hash_stored"))
-    if clash.height:
-        row = clash.sort("line").row(0, named=True)
-        raise InvalidBatch(
-            f"{name}: line {row['line']}: field 'id': document {row['doc_id']!r} is already stored with different "
-            f"content (from batch {row['batch_id_stored'][:12]}); give it a new id"
-        )
-    new_docs = batch.documents.join(stored.select("doc_id"), on="doc_id", how="anti")
+    stored = _refuse_clash(lake, batch.documents, name)
+    done = stored.join(lake.read("batches", columns=["batch_id"]), on="batch_id", how="semi")
+    new_docs = batch.documents.join(done.select("doc_id"), on="doc_id", how="anti")
     new_ids = new_docs.select("doc_id")
     priors = batch.priors.join(new_ids, on="doc_id", how="semi").sort("doc_id", "ord")
     kinds = [k for _, names in priors.group_by("doc_id", maintain_order=True).agg("name").iter_rows()
@@ -100,5 +111,9 @@ def ingest_batch(
         "n_new_documents": report.n_new_documents, "n_priors": report.n_priors, "n_questions": report.n_questions,
         "ingested_at": datetime.now(timezone.utc),
     }])
-    result = lake.commit(batch_key(bid), {"documents": new_docs, "sources": priors, "questions": questions, "batches": batches})
+    try:
+        result = lake.commit(batch_key(bid), {"documents": new_docs, "sources": priors, "questions": questions, "batches": batches})
+    except KeyConflict as exc:  # a concurrent batch stored one of these ids with other content first
+        _refuse_clash(lake, batch.documents, name)
+        raise InvalidBatch(f"{name}: {exc}") from None
     return report if result.created else _previous(lake, bid, name)

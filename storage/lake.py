@@ -5,8 +5,10 @@ query the catalog.
     lake.commit("build/round=1/chunk=ab12", {"claims": claims_df, "edges": edges_df})
     edges = lake.read("edges", rounds=[0, 1])      # a polars DataFrame
     status = lake.query("SELECT * FROM claim_status")
+    before = lake.query("SELECT * FROM claim_status", as_of_round=1)   # time travel
 
-Commits are atomic and idempotent (:mod:`storage.commit`); the catalog is rebuilt after each new
+Tables are Delta tables (:mod:`storage.delta_tables`); commits are idempotent and safe
+between concurrent writers (:mod:`storage.commit`); the catalog is rebuilt after each new
 commit and before any query that finds it behind the lake (:mod:`storage.catalog`). Open the
 lake once per task (or pickle it: it travels as its settings).
 """
@@ -19,15 +21,18 @@ from typing import Iterable, Mapping, Sequence
 import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
+from deltalake.exceptions import DeltaError
 
-from grace_core.errors import LakeError
-from storage.catalog import build_catalog, ensure_catalog
+from grace_core.errors import InvalidTable, LakeError
+from storage.catalog import ensure_catalog
 from storage.commit import CommitResult, commit_tables
+from storage.commit_log import CommitLog
 from storage.config import LakeConfig
+from storage.delta_tables import DeltaTables, LakeState, first_line
 from storage.filesystem import LocalStore, Store, open_store
-from storage.manifest import LakeState, Manifest, checked_files
+from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
-from storage.schemas import table_spec
+from storage.schemas import ROUND, table_spec
 
 
 class Lake:
@@ -37,15 +42,20 @@ class Lake:
     def __init__(self, store: Store, config: LakeConfig) -> None:
         self.store = store
         self.config = config
-        self.manifest = Manifest(store)
+        self.tables = DeltaTables(store)
+        self.log = CommitLog(self.tables)
 
     @classmethod
-    def open(cls, config: LakeConfig, *, must_exist: bool = False) -> Lake:
+    def open(cls, config: LakeConfig, *, must_exist: bool = False, migrating: bool = False) -> Lake:
         """Open the lake of ``config``. With ``must_exist``, a local lake folder that does not
-        exist is an error (readers); writers create it on their first commit."""
+        exist is an error (readers); writers create it on their first commit. A lake written
+        in the format of earlier GRACE versions is refused until ``grace migrate`` converted it
+        (``migrating``: the migration's own lake)."""
         store = open_store(config)
         if must_exist and isinstance(store, LocalStore) and not store.root.is_dir():
             raise LakeError(f"no lake at {store.uri} (the folder does not exist; ingest a batch first)")
+        if not migrating:
+            refuse_unmigrated(store)
         return cls(store, LakeConfig(**{name: getattr(config, name) for name in LakeConfig.model_fields}))
 
     def __reduce__(self) -> tuple:
@@ -59,61 +69,78 @@ class Lake:
         return self.store.uri
 
     def state(self) -> LakeState:
-        """The committed state now."""
-        return self.manifest.state()
+        """Every table at its current version."""
+        return self.tables.state()
+
+    def state_as_of_round(self, round_: int) -> LakeState:
+        """The tables as they were when round ``round_``'s last commit landed (later rounds'
+        partitions left out)."""
+        return self.tables.state_at(self.log.versions_as_of_round(round_), round_)
 
     def commit(self, key: str, tables: Mapping[str, pl.DataFrame | pa.Table]) -> CommitResult:
-        """Commit ``tables`` (name → rows) as the unit of work ``key``, all or nothing; a key
-        committed before is skipped (``created`` False). Refreshes the catalog."""
-        result = commit_tables(self.store, self.manifest, key, tables)
+        """Commit ``tables`` (name → rows) as the unit of work ``key``; a key committed before
+        is skipped (``created`` False). Refreshes the catalog."""
+        result = commit_tables(self.tables, self.log, key, tables)
         if result.created:
-            state = self.manifest.state()
-            self.manifest.maybe_checkpoint(state)
-            build_catalog(self.store, state)
+            ensure_catalog(self.store, self.state())
         return result
 
     def is_committed(self, key: str) -> bool:
         """Whether the unit of work ``key`` has been committed."""
-        return self.manifest.record(key) is not None
+        return self.log.record(key) is not None
 
     def read_arrow(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
         filter: ds.Expression | None = None,
     ) -> pa.Table:
-        """Committed rows of ``table`` as Arrow, optionally only some rounds (pruned by file,
-        without opening the others), some ``columns`` and rows matching ``filter``
-        (a :mod:`pyarrow.dataset` expression, e.g. ``ds.field("doc_id").isin(ids)``)."""
+        """Rows of ``table`` at its current version as Arrow, optionally only some rounds
+        (pruned by partition, without opening the others), some ``columns`` and rows matching
+        ``filter`` (a :mod:`pyarrow.dataset` expression, e.g. ``ds.field("doc_id").isin(ids)``)."""
         spec = table_spec(table)
-        files = checked_files(self.manifest.state(), spec, self.uri, rounds)
-        dataset = ds.dataset(
-            [self.store.arrow_path(f.path) for f in files], schema=spec.schema, format="parquet",
-            filesystem=self.store.arrow_fs,
-        )
+        names = list(columns) if columns else spec.schema.names
+        unknown = [c for c in names if c not in spec.schema.names]
+        if unknown:
+            raise InvalidTable(f"table {table}: unknown column(s) {', '.join(unknown)} (columns: {', '.join(spec.schema.names)})")
+        schema = pa.schema([spec.schema.field(c) for c in names])
+        pruning = None
+        if rounds is not None:
+            if not spec.partitioned:
+                raise InvalidTable(f"table {table} is not stored by round; read it without rounds=")
+            wanted = sorted({int(r) for r in rounds})
+            if not wanted:
+                return schema.empty_table()
+            pruning = f"{ROUND} IN ({', '.join(map(str, wanted))})"
+        dt = self.tables.table(spec)
+        if dt is None:
+            return schema.empty_table()
         try:
-            return dataset.to_table(columns=list(columns) if columns else None, filter=filter)
-        except (OSError, pa.ArrowException) as exc:
-            raise LakeError(f"lake {self.uri}: cannot read table {table}: {str(exc).splitlines()[0]}") from None
+            dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning) if pruning else dt.to_pyarrow_dataset()
+            return dataset.to_table(columns=names, filter=filter).cast(schema)
+        except (OSError, pa.ArrowException, DeltaError) as exc:
+            raise LakeError(f"lake {self.uri}: cannot read table {table}: {first_line(exc)}") from None
 
     def read(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
         filter: ds.Expression | None = None,
     ) -> pl.DataFrame:
-        """Committed rows of ``table`` as a polars DataFrame (see :meth:`read_arrow`)."""
+        """Rows of ``table`` as a polars DataFrame (see :meth:`read_arrow`)."""
         return pl.from_arrow(self.read_arrow(table, rounds=rounds, columns=columns, filter=filter))
 
     def catalog(self) -> Path:
         """Path of the DuckDB catalog file, rebuilt first if it is behind the lake."""
-        return ensure_catalog(self.store, self.manifest.state())
+        return ensure_catalog(self.store, self.state())
 
-    def query_arrow(self, sql: str) -> pa.Table:
+    def query_arrow(self, sql: str, *, as_of_round: int | None = None) -> pa.Table:
         """Run one read-only ``SELECT`` over the catalog's views; the result as Arrow. The statement
-        sees only the lake's tables and views, within the ``sql_*`` limits (:mod:`storage.readonly_sql`)."""
-        catalog = ensure_catalog(self.store, self.manifest.state())
+        sees only the lake's tables and views, within the ``sql_*`` limits (:mod:`storage.readonly_sql`).
+        With ``as_of_round``, over the lake as it was when that round's last commit landed."""
+        state = self.state() if as_of_round is None else self.state_as_of_round(as_of_round)
+        catalog = ensure_catalog(self.store, state)
         return run_readonly(
             catalog, sql, readable=[self.store.file_uri("tables") + "/"],
             filesystem=self.store.duckdb_filesystem(), config=self.config,
         )
 
-    def query(self, sql: str) -> pl.DataFrame:
+    def query(self, sql: str, *, as_of_round: int | None = None) -> pl.DataFrame:
         """Run one read-only ``SELECT`` over the catalog's views; the result as polars."""
-        return pl.from_arrow(self.query_arrow(sql))
+        return pl.from_arrow(self.query_arrow(sql, as_of_round=as_of_round))

@@ -1,9 +1,18 @@
-"""Every lake table: its declared pyarrow schema, schema version, partitioning and allowed values.
+"""Every lake table: its declared pyarrow schema, schema version, partitioning, key and allowed values.
 
 Rows handed to the lake are conformed to these schemas (:func:`conform`) before anything is
-written; each Parquet file carries its table name and schema version in its metadata and in
-the commit record, and a reader refuses files of another version. Required fields are
-non-nullable. Per-round tables are stored under ``round=N/`` folders.
+written. Each table is a Delta table whose description carries its name and schema version;
+a reader refuses a table of another version. Required fields are non-nullable. Per-round
+tables are partitioned by ``round`` (``round=N/`` folders).
+
+A table's ``key`` (required columns) names one row: a commit inserts a row only when no row
+with its key is stored (insert-if-absent), so a re-run or a concurrent writer of the same rows
+never duplicates them. A table without a key is appended to: ``llm_calls`` (every model call
+is a ledger row), ``rounds`` (every stage run) and ``evaluations`` (every evaluation run); a
+re-run of their unit of work is recognised by the commit itself (:mod:`storage.commit`).
+``conflict`` columns must agree with the stored row of the same key: a
+commit bringing the same key with other values is refused (``documents``: the same id with
+other content). :data:`WRITE_ORDER` is the order in which one commit writes its tables.
 
 Tables and column choices:
 
@@ -97,18 +106,23 @@ def _opt(name: str, type_: pa.DataType) -> pa.Field:
 @dataclass(frozen=True)
 class TableSpec:
     """A lake table: ``schema`` (non-nullable fields are required), ``version`` (bumped on any
-    incompatible change), whether it is ``partitioned`` by round, and ``allowed`` values of
-    enumerated columns."""
+    incompatible change), whether it is ``partitioned`` by round, its ``key`` and ``conflict``
+    columns (see the module docstring) and ``allowed`` values of enumerated columns."""
 
     name: str
     schema: pa.Schema
     version: int
     partitioned: bool
     allowed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    key: tuple[str, ...] = ()
+    conflict: tuple[str, ...] = ()
 
 
-def _spec(name: str, fields: list[pa.Field], *, partitioned: bool, version: int = 1, **allowed: tuple[str, ...]) -> TableSpec:
-    return TableSpec(name, pa.schema(fields), version, partitioned, allowed)
+def _spec(
+    name: str, fields: list[pa.Field], *, partitioned: bool, key: tuple[str, ...], conflict: tuple[str, ...] = (),
+    version: int = 1, **allowed: tuple[str, ...],
+) -> TableSpec:
+    return TableSpec(name, pa.schema(fields), version, partitioned, allowed, key, conflict)
 
 
 TABLES: dict[str, TableSpec] = {
@@ -118,26 +132,26 @@ TABLES: dict[str, TableSpec] = {
             _req("doc_id", pa.string()), _req("title", pa.string()), _req("content_hash", pa.string()),
             _req("batch_id", pa.string()), _req("line", pa.int32()), _req("source_format", pa.string()),
             _req("n_words", pa.int64()), _req("n_priors", pa.int32()), _req("n_questions", pa.int32()),
-        ], partitioned=False),
+        ], partitioned=False, key=("doc_id",), conflict=("content_hash",)),
         _spec("sources", [
             _req("doc_id", pa.string()), _req("source_id", pa.string()), _req("source_kind", pa.string()),
             _req(ROUND, pa.int32()), _opt("name", pa.string()), _opt("ord", pa.int32()), _req("text", pa.string()),
             _opt("claim_id", pa.string()), _opt("model", pa.string()), _opt("call_key", pa.string()), _opt("batch_id", pa.string()),
-        ], partitioned=True, source_kind=STORED_SOURCE_KINDS),
+        ], partitioned=True, key=("doc_id", "source_id", ROUND), source_kind=STORED_SOURCE_KINDS),
         _spec("questions", [
             _req("doc_id", pa.string()), _req("question_id", pa.string()), _req("ord", pa.int32()),
             _req("question", pa.string()), _opt("options", pa.list_(pa.string())), _opt("gold_json", pa.string()),
             _req("batch_id", pa.string()),
-        ], partitioned=False),
+        ], partitioned=False, key=("doc_id", "question_id")),
         _spec("claims", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()),
             _req("source_id", pa.string()), _req("source_kind", pa.string()), _opt("ord", pa.int32()),
             _req("text", pa.string()), _opt("call_key", pa.string()),
-        ], partitioned=True, source_kind=SOURCE_KINDS),
+        ], partitioned=True, key=("doc_id", ROUND, "source_id", "claim_id"), source_kind=SOURCE_KINDS),
         _spec("edges", [
             _req("doc_id", pa.string()), _req("source_id", pa.string()), _req("source_kind", pa.string()),
             _req("claim_id", pa.string()), _req("label", pa.string()), _req(ROUND, pa.int32()), _opt("call_key", pa.string()),
-        ], partitioned=True, source_kind=SOURCE_KINDS, label=LABELS),
+        ], partitioned=True, key=("doc_id", ROUND, "source_id", "claim_id", "label"), source_kind=SOURCE_KINDS, label=LABELS),
         _spec("scores", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()),
             _req("in_prior", pa.bool_()), _req("contradicted", pa.bool_()), _req("rejected", pa.bool_()),
@@ -145,44 +159,56 @@ TABLES: dict[str, TableSpec] = {
             _opt("betweenness", pa.float64()), _opt("betweenness_norm", pa.float64()),
             _req("novelty", pa.float64()), _opt("novelty_norm", pa.float64()),
             _opt("priority", pa.float64()), _req("confidence", pa.float64()), _req(ROUND, pa.int32()),
-        ], partitioned=True, status=STATUSES),
+        ], partitioned=True, key=("doc_id", "claim_id", ROUND), status=STATUSES),
         _spec("deferrals", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("reviewer", pa.string()),
             _req("priority", pa.float64()), _req("confidence", pa.float64()), _req("cost", pa.float64()),
             _req("gain", pa.float64()), _opt("rank", pa.int32()), _opt("deadline", _TS), _req("created_at", _TS),
-        ], partitioned=True),
+        ], partitioned=True, key=("doc_id", "claim_id", ROUND, "reviewer")),
         _spec("verdicts", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("reviewer", pa.string()),
             _req("verdict", pa.string()), _opt("seconds_spent", pa.float64()), _opt("note", pa.string()),
             _opt("channel", pa.string()), _req("created_at", _TS),
-        ], partitioned=True, verdict=VERDICTS),
+        ], partitioned=True, key=("doc_id", "claim_id", ROUND, "reviewer", "created_at"), verdict=VERDICTS),
         _spec("decisions", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()),
             _req("n_votes", pa.int32()), _req("n_confirm", pa.int32()), _req("n_reject", pa.int32()),
             _req("n_abstain", pa.int32()), _req("quorum", pa.int32()), _req("decision", pa.string()),
-        ], partitioned=True, decision=DECISIONS),
+        ], partitioned=True, key=("doc_id", "claim_id", ROUND), decision=DECISIONS),
         _spec("rounds", [
             _req(ROUND, pa.int32()), _req("stage", pa.string()), _req("started_at", _TS), _opt("finished_at", _TS),
             _opt("n_documents", pa.int64()), _opt("detail_json", pa.string()),
-        ], partitioned=True),
+        ], partitioned=True, key=()),
         _spec("batches", [
             _req("batch_id", pa.string()), _req("name", pa.string()), _req("n_lines", pa.int64()),
             _req("n_documents", pa.int64()), _req("n_new_documents", pa.int64()), _req("n_priors", pa.int64()),
             _req("n_questions", pa.int64()), _req("ingested_at", _TS),
-        ], partitioned=False),
+        ], partitioned=False, key=("batch_id",)),
         _spec("llm_calls", [
             _req("key", pa.string()), _req("role", pa.string()), _req(ROUND, pa.int32()), _req("model", pa.string()),
             _opt("attempt", pa.int32()), _req("request", pa.string()), _opt("response", pa.string()), _opt("prompt_tokens", pa.int64()),
             _opt("completion_tokens", pa.int64()), _opt("cost_usd", pa.float64()), _opt("latency_s", pa.float64()),
             _req("outcome", pa.string()), _opt("error", pa.string()), _req("created_at", _TS),
-        ], partitioned=True),
+        ], partitioned=True, key=()),
         _spec("evaluations", [
             _req("eval_id", pa.string()), _req("command", pa.string()), _req("dataset", pa.string()), _req("data", pa.string()),
             _req("backend", pa.string()), _opt("settings_json", pa.string()), _opt(ROUND, pa.int32()), _req("name", pa.string()),
             _req("metric", pa.string()), _opt("value", pa.float64()), _req("created_at", _TS),
-        ], partitioned=False),
+        ], partitioned=False, key=()),
     )
 }
+
+
+WRITE_ORDER: tuple[str, ...] = (
+    "documents", "llm_calls", "rounds", "questions", "edges", "sources", "claims", "scores", "deferrals", "verdicts",
+    "decisions", "evaluations", "batches",
+)
+"""The order in which one commit writes its tables, each in its own Delta transaction. A
+reader may see a commit's first tables before its last, so the tables that later steps read to
+decide what is done come last: ``claims`` after the ``sources`` and ``edges`` of a build (new
+documents are those without claims), ``sources`` after the ``edges`` of a promotion, ``batches``
+last of an ingestion; ``documents`` first, so that a document id stored with other content
+stops the commit before anything is written."""
 
 
 def table_spec(name: str) -> TableSpec:

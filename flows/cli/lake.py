@@ -1,11 +1,11 @@
-"""``grace sql`` (read-only SQL over the lake's catalog), ``grace ingest`` (one document batch
-into the lake) and ``grace vacuum`` (files no commit names)."""
+"""``grace sql`` (read-only SQL over the lake's catalog, now or as of a round), ``grace ingest``
+(one document batch into the lake) and the lake's upkeep: ``grace compact``, ``grace vacuum``,
+``grace check`` (integrity) and ``grace migrate`` (a lake of the earlier format to Delta tables)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -17,8 +17,11 @@ from flows.cli import app
 from flows.settings import build_settings
 from storage.inbox import read_batch_file
 from storage.ingest import ingest_batch
+from grace_core.errors import LakeError
+from storage.check import check_lake
 from storage.lake import Lake
-from storage.vacuum import vacuum as vacuum_lake
+from storage.maintenance import MIN_RETENTION_HOURS, compact as compact_lake, vacuum as vacuum_lake
+from storage.migrate import migrate_lake
 
 LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
 
@@ -59,11 +62,14 @@ def sql(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the result to this file instead of stdout."),
+    as_of_round: Optional[int] = typer.Option(
+        None, "--as-of-round", min=0, help="Query the lake as it was when round N's last commit landed (time travel; "
+        "reaches back as far as vacuum kept the files)."),
 ) -> None:
     """Run a read-only SQL query over the lake (tables, claim_status, round_metrics,
     review_queue, reviewer_stats, …). Statements that write, attach or change settings are refused."""
     settings = build_settings(lake=lake)
-    result = Lake.open(settings, must_exist=True).query(query)
+    result = Lake.open(settings, must_exist=True).query(query, as_of_round=as_of_round)
     text = render(result, fmt)
     if output is None:
         sys.stdout.write(text)
@@ -88,18 +94,58 @@ def ingest(
     print(f"{report.summary()} (lake {target.uri})")
 
 
+RETENTION_HELP = ("Keep the files that versions of the last N hours name (at least 1, so that no running writer's files "
+                  "are touched; time travel reaches back this far).")
+
+
 @app.command("vacuum")
 def vacuum(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
-    older_than_hours: float = typer.Option(24.0, "--older-than-hours", min=1,
-                                           help="Grace period: only files untouched this long are deleted (at least 1 hour, "
-                                           "so that no running writer's files are touched)."),
+    older_than_hours: int = typer.Option(168, "--older-than-hours", min=MIN_RETENTION_HOURS, help=RETENTION_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted, delete nothing."),
 ) -> None:
-    """Delete the files of writers killed before their commit (no commit names them) once they
-    are older than the grace period. Committed data is never touched."""
+    """Delete the files no version of the lake's Delta tables within the retention names:
+    files compaction replaced, files of writers killed before their commit, and leftover
+    temporary catalog files. Data of the current versions is never touched."""
     target = Lake.open(build_settings(lake=lake), must_exist=True)
-    report = vacuum_lake(target, grace=timedelta(hours=older_than_hours), now=datetime.now(timezone.utc), dry_run=dry_run)
-    for f in report.orphans:
-        print(f"{'would delete' if dry_run else 'deleted'} {f.rel} ({f.size} bytes, modified {f.modified:%Y-%m-%d %H:%M} UTC)")
+    report = vacuum_lake(target, retention_hours=older_than_hours, dry_run=dry_run)
+    for table, files in report.deleted.items():
+        for f in files:
+            print(f"{'would delete' if dry_run else 'deleted'} {table}/{f}")
     print(f"{report.summary()} (lake {target.uri})")
+
+
+@app.command("compact")
+def compact(
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+    older_than_hours: int = typer.Option(168, "--older-than-hours", min=MIN_RETENTION_HOURS, help=RETENTION_HELP),
+) -> None:
+    """Rewrite each table's small files into fewer large ones (per round partition), then
+    vacuum the files replaced before the retention. Readers see the same rows throughout."""
+    target = Lake.open(build_settings(lake=lake), must_exist=True)
+    for c in compact_lake(target):
+        if c.files_removed:
+            print(f"{c.table}: {c.files_removed} file(s) compacted into {c.files_added}")
+    report = vacuum_lake(target, retention_hours=older_than_hours)
+    print(f"compacted; {report.summary()} (lake {target.uri})")
+
+
+@app.command("check")
+def check(lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP)) -> None:
+    """Verify that every file the current version of each table names exists, with the size
+    and row count the table's log records. Exits non-zero naming each file that does not."""
+    target = Lake.open(build_settings(lake=lake), must_exist=True)
+    report = check_lake(target)
+    for problem in report.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if report.problems:
+        raise LakeError(f"lake {target.uri}: {report.summary()}")
+    print(f"{report.summary()} (lake {target.uri})")
+
+
+@app.command("migrate")
+def migrate(lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP)) -> None:
+    """Convert a lake written by an earlier GRACE (commit records under _manifest/) into Delta
+    tables, commit by commit under the same keys. Safe to re-run: what is migrated is skipped."""
+    target = Lake.open(build_settings(lake=lake), must_exist=True, migrating=True)
+    print(migrate_lake(target).summary())

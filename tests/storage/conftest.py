@@ -4,15 +4,15 @@ as real S3."""
 
 from __future__ import annotations
 
-import logging
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Iterator
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -26,20 +26,29 @@ DUMMY_AWS_ENV = {
 }
 
 
+MOTO_CHILD = (
+    "import sys, time; from moto.server import ThreadedMotoServer;"
+    "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False); s.start();"
+    "print('%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()"
+)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on a free loopback port, with dummy credentials in the environment
-    (inherited by writer subprocesses)."""
+    """A moto S3 server (``ThreadedMotoServer``) on a free loopback port, with dummy
+    credentials in the environment (inherited by writer subprocesses). It runs in a child
+    process: some delta-rs calls hold the GIL while waiting for S3, which would stall a server
+    thread of the test process itself."""
     saved = {k: os.environ.get(k) for k in DUMMY_AWS_ENV}
     os.environ.update(DUMMY_AWS_ENV)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    server = subprocess.Popen([sys.executable, "-c", MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
     try:
-        yield f"http://{host}:{port}"
+        assert server.stdout is not None
+        yield f"http://{server.stdout.readline().strip()}"
     finally:
-        server.stop()
+        server.kill()
+        server.wait(timeout=30)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

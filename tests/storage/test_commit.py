@@ -1,8 +1,8 @@
-"""Atomic, idempotent commits on a local lake and on S3 (moto), including writers killed mid-way."""
+"""Idempotent commits to Delta tables on a local lake and on S3 (moto), including writers
+killed mid-way."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,42 +14,55 @@ import polars as pl
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
 
 from grace_core.errors import InvalidTable, LakeError
-from storage.commit import commit_tables
+from storage import delta_tables
 from storage.config import LakeConfig
-from storage.filesystem import LocalStore
+from storage.delta_tables import retry_conflicts
 from storage.lake import Lake
-from storage.manifest import CHECKPOINT, CHECKPOINT_EVERY, COMMITS_DIR, commit_id, record_path
+from storage.schemas import TABLES, WRITE_ORDER
 from tests.storage.sample_rows import claims, edges
+from tests.storage.writer_process import unit_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def all_files(lake: Lake, folder: str) -> set[str]:
-    """Every object under ``folder`` of the lake, hidden temporary files included."""
+def data_files(lake: Lake, folder: str) -> set[str]:
+    """Every Parquet object under ``folder`` of the lake, named by a Delta version or not."""
     from pyarrow import fs
 
     infos = lake.store.arrow_fs.get_file_info(fs.FileSelector(lake.store.arrow_path(folder), recursive=True, allow_not_found=True))
-    return {i.path for i in infos if i.type == fs.FileType.File}
+    return {i.path for i in infos if i.type == fs.FileType.File and i.path.endswith(".parquet")}
 
 
-def test_commit_writes_one_zstd_file_per_table_and_round(lake: Lake) -> None:
+def test_commit_writes_zstd_delta_tables_partitioned_by_round(lake: Lake) -> None:
     rows = pl.concat([claims(30, 10, 1), claims(30, 10, 2, prefix="x")])
     result = lake.commit("build/chunk=1", {"claims": rows, "edges": edges(rows)})
     assert result.created and result.rows == {"claims": 600, "edges": 600}
-    paths = sorted(f.path for f in result.files)
-    assert [p.rsplit("/", 1)[0] for p in paths] == [
-        "tables/claims/round=1", "tables/claims/round=2", "tables/edges/round=1", "tables/edges/round=2",
-    ]
-    meta = pq.ParquetFile(lake.store.arrow_path(paths[0]), filesystem=lake.store.arrow_fs)
-    assert meta.metadata.row_group(0).column(0).compression == "ZSTD"
-    assert meta.schema_arrow.metadata[b"grace.schema_version"] == b"1"
+    dt = DeltaTable(lake.store.file_uri("tables/claims"), storage_options=lake.store.delta_storage_options())
+    assert dt.metadata().partition_columns == ["round"] and dt.metadata().description == "grace table claims, schema version 1"
+    assert dt.history(1)[0]["grace.commit_key"] == "build/chunk=1"
+    files = sorted(dt.file_uris())
+    assert [f.rsplit("/", 2)[1] for f in files] == ["round=1", "round=2"]  # one file per round, not per document
+    meta = pq.ParquetFile(lake.store.arrow_path_of_uri(files[0]), filesystem=lake.store.arrow_fs).metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
     back = lake.read("claims").sort("claim_id")
     assert back["call_key"].null_count() == 600  # optional column not given: nulls
     assert back.drop("call_key").equals(rows.sort("claim_id"))
     assert lake.read("claims", rounds=[2]).height == 300
     assert lake.read("claims", columns=["claim_id"], filter=ds.field("doc_id") == "doc3").height == 20
+    with pytest.raises(InvalidTable, match="table documents is not stored by round"):
+        lake.read("documents", rounds=[1])
+
+
+def test_every_table_is_written_in_the_declared_order() -> None:
+    assert sorted(WRITE_ORDER) == sorted(TABLES)
+    assert WRITE_ORDER[0] == "documents" and WRITE_ORDER[-1] == "batches"
+    assert WRITE_ORDER.index("claims") > max(WRITE_ORDER.index("sources"), WRITE_ORDER.index("edges"))
+    for spec in TABLES.values():  # keys name required columns: a null never escapes the MERGE
+        assert all(not spec.schema.field(c).nullable for c in spec.key), spec.name
 
 
 def test_committing_the_same_key_twice_leaves_the_same_rows(lake: Lake) -> None:
@@ -59,18 +72,19 @@ def test_committing_the_same_key_twice_leaves_the_same_rows(lake: Lake) -> None:
     again = lake.commit("k", {"claims": rows})
     changed = lake.commit("k", {"claims": claims(10, 10, 1, prefix="other")})
     assert first.created and not again.created and not changed.created
-    assert again.files == first.files == changed.files
-    assert lake.state().state_id == state.state_id
+    assert again.rows == first.rows == changed.rows == {"claims": 100}
+    assert lake.state() == state
     assert lake.read("claims").height == 100
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 100
 
 
-def test_identical_rows_under_two_keys_are_stored_once(lake: Lake) -> None:
+def test_rows_whose_key_is_stored_are_not_inserted_again(lake: Lake) -> None:
     rows = claims(5, 4, 1)
-    a, b = lake.commit("a", {"claims": rows}), lake.commit("b", {"claims": rows})
-    assert a.created and b.created and a.files[0].path == b.files[0].path
-    assert lake.read("claims").height == 20
-    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 20
+    a = lake.commit("a", {"claims": rows})
+    b = lake.commit("b", {"claims": pl.concat([rows, claims(1, 3, 1, prefix="new")])})
+    assert a.created and b.created and a.rows == {"claims": 20} and b.rows == {"claims": 3}
+    assert lake.read("claims").height == 23
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 23
 
 
 def test_a_fresh_reader_sees_commits_of_another_lake_object(lake_config: LakeConfig) -> None:
@@ -88,124 +102,103 @@ def test_rows_that_do_not_fit_the_schema_write_nothing(lake: Lake) -> None:
         lake.commit("k", {"claims": good, "edges": edges(good).with_columns(label=pl.lit("maybe"))})
     with pytest.raises(InvalidTable, match="unknown column"):
         lake.commit("k", {"claims": bad})
-    assert all_files(lake, "tables") == set() and lake.state().records == {}
+    assert data_files(lake, "tables") == set() and lake.log.records() == {}
     assert not lake.is_committed("k")
 
 
 def test_empty_tables_write_no_file_but_mark_the_unit_done(lake: Lake) -> None:
     result = lake.commit("nothing/to/do", {"claims": claims(0, 0, 1)})
-    assert result.created and result.files == ()
-    assert lake.is_committed("nothing/to/do") and all_files(lake, "tables") == set()
+    assert result.created and result.rows == {}
+    assert lake.is_committed("nothing/to/do") and data_files(lake, "tables") == set()
 
 
 def test_concurrent_writers_of_one_key_publish_exactly_one_commit(lake_config: LakeConfig) -> None:
-    results = []
+    results, errors = [], []
     variants = [claims(4, 5, 1, prefix=f"t{i}-") for i in range(4)]
 
     def write(i: int) -> None:
-        results.append(Lake.open(lake_config).commit("same", {"claims": variants[i]}))
+        try:
+            results.append(Lake.open(lake_config).commit("same", {"claims": variants[i]}))
+        except LakeError as exc:  # pragma: no cover - reported below
+            errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sum(r.created for r in results) == 1
-    winner = next(r for r in results if r.created)
-    assert all(r.files == winner.files for r in results)
-    assert Lake.open(lake_config).read("claims").height == 20
+    assert errors == [] and sum(r.created for r in results) == 1
+    stored = Lake.open(lake_config).read("claims")
+    assert stored.height == 20 and stored["claim_id"].str.slice(0, 3).n_unique() == 1  # one variant only
 
 
-def test_writers_in_parallel_processes_lose_no_commit(local_config: LakeConfig) -> None:
-    code = (
-        "import json,sys; from storage.config import LakeConfig; from storage.lake import Lake;"
-        "from tests.storage.sample_rows import claims;"
-        "lake=Lake.open(LakeConfig(**json.loads(sys.argv[1])));"
-        "[lake.commit(f'p{sys.argv[2]}/{i}', {'claims': claims(2, 5, 1, prefix=f'p{sys.argv[2]}-{i}-')}) for i in range(5)]"
-    )
+@pytest.mark.slow
+def test_writers_in_parallel_processes_lose_no_commit(lake_config: LakeConfig) -> None:
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, local_config.model_dump_json(), str(p)], cwd=REPO)
-        for p in range(2)
+        subprocess.Popen([sys.executable, "-m", "tests.storage.writer_process", "units", lake_config.model_dump_json(), f"p{p}", "4"],
+                         cwd=REPO, stdout=subprocess.DEVNULL)
+        for p in range(3)
     ]
-    assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    lake = Lake.open(local_config)
-    assert len(lake.state().records) == 10
-    assert lake.read("claims").height == 100
-    assert lake.query("SELECT count(DISTINCT claim_id) AS n FROM claims")["n"][0] == 100
+    assert [p.wait(timeout=240) for p in procs] == [0, 0, 0]
+    lake = Lake.open(lake_config)
+    assert len(lake.log.records()) == 12
+    counts = lake.query("SELECT count(*) AS n, count(DISTINCT claim_id) AS d FROM claims").row(0)
+    assert counts == (12 * 400, 12 * 400)
+    assert lake.read("edges").height == 12 * 400
 
 
-@pytest.mark.parametrize("pause_at", ["data-file-2", "record"])
-def test_a_writer_killed_mid_commit_leaves_the_previous_state(lake_config: LakeConfig, pause_at: str) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("pause_at", ["table-2", "record"])
+def test_a_writer_killed_mid_commit_is_completed_by_a_rerun(lake_config: LakeConfig, pause_at: str) -> None:
     lake = Lake.open(lake_config)
     lake.commit("base", {"claims": claims(5, 4, 1)})
-    before_state, before_rows = lake.state().state_id, lake.read("claims").sort("claim_id")
-    before_catalog = lake.query("SELECT round, count(*) AS n FROM claims GROUP BY round ORDER BY round")
-
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.storage.writer_process", lake_config.model_dump_json(), "killed-unit", pause_at],
+        [sys.executable, "-m", "tests.storage.writer_process", "pause", lake_config.model_dump_json(), "killed-unit", pause_at],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "READY"
-        written = all_files(lake, "tables")
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
 
-    if pause_at == "data-file-2" and isinstance(lake.store, LocalStore):
-        assert any(Path(p).name.startswith(".part-") for p in written), "the second file was mid-write"
-    assert len(written) > 1, "the killed writer had written data files"
     reader = Lake.open(lake_config)
     assert not reader.is_committed("killed-unit")
-    assert reader.state().state_id == before_state
-    assert reader.read("claims").sort("claim_id").equals(before_rows)
-    assert reader.read("edges").height == 0
-    assert reader.query("SELECT round, count(*) AS n FROM claims GROUP BY round ORDER BY round").equals(before_catalog)
-
-    rows = pl.concat([claims(20, 50, 1, prefix="k1-"), claims(20, 50, 2, prefix="k2-")])
-    redo = reader.commit("killed-unit", {"claims": rows, "edges": edges(rows)})
-    assert redo.created
-    assert reader.read("claims").height == before_rows.height + 2000
-    assert reader.commit("killed-unit", {"claims": rows, "edges": edges(rows)}).created is False
-    counts = reader.query("SELECT count(*) AS n, count(DISTINCT claim_id) AS d FROM claims")
-    assert counts.row(0) == (before_rows.height + 2000, before_rows.height + 2000)
+    # whole Delta versions only: the tables written before the kill, nothing half-written
+    assert reader.read("claims").height == 20 + (400 if pause_at == "record" else 0)
+    assert reader.read("edges").height == 400
+    redo = reader.commit("killed-unit", unit_rows("killed-unit", 0))
+    assert redo.created and redo.rows == ({"edges": 0, "claims": 0} if pause_at == "record" else {"edges": 0, "claims": 400})
+    assert reader.commit("killed-unit", unit_rows("killed-unit", 0)).created is False
+    counts = reader.query("SELECT count(*) AS n, count(DISTINCT claim_id) AS d FROM claims").row(0)
+    assert counts == (420, 420) and reader.read("edges").height == 400
 
 
-def test_checkpoint_holds_many_records_and_new_ones_still_count(local_config: LakeConfig) -> None:
+def test_conflicts_are_retried_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delta_tables.time, "sleep", lambda s: None)
+    calls = []
+
+    def always_conflicting(attempt: int) -> None:
+        calls.append(attempt)
+        raise CommitFailedError("Commit failed: a concurrent transactions added new data.")
+
+    with pytest.raises(LakeError, match=rf"^unit x: concurrent writers kept conflicting after {delta_tables.MAX_ATTEMPTS} attempts"):
+        retry_conflicts(always_conflicting, "unit x")
+    assert calls == list(range(delta_tables.MAX_ATTEMPTS))
+    assert retry_conflicts(lambda attempt: attempt if attempt == 2 else always_conflicting(attempt), "unit y") == 2
+
+
+def test_a_table_of_another_schema_version_is_refused(local_config: LakeConfig) -> None:
     lake = Lake.open(local_config)
-    for i in range(CHECKPOINT_EVERY):
-        commit_tables(lake.store, lake.manifest, f"unit/{i}", {"claims": claims(1, 2, 1, prefix=f"u{i}-")})
-    assert lake.manifest.maybe_checkpoint(lake.state())
-    assert not lake.manifest.maybe_checkpoint(lake.state())
-    lake.commit("after", {"claims": claims(1, 2, 1, prefix="after-")})
-    checkpoint = json.loads(Path(lake.store.arrow_path(CHECKPOINT)).read_bytes())
-    assert len(checkpoint["records"]) == CHECKPOINT_EVERY
-    fresh = Lake.open(local_config)
-    assert fresh.read("claims").height == 2 * (CHECKPOINT_EVERY + 1)
-    assert fresh.state().state_id == lake.state().state_id
-
-
-def test_a_file_of_another_schema_version_is_refused(local_config: LakeConfig) -> None:
-    lake = Lake.open(local_config)
-    lake.commit("v", {"claims": claims(1, 1, 1)})
-    rec = Path(lake.store.arrow_path(record_path(commit_id("v"))))
-    body = json.loads(rec.read_bytes())
-    body["files"][0]["schema_version"] = 99
-    rec.write_text(json.dumps(body))
-    with pytest.raises(LakeError, match="has schema version 99, this GRACE reads version 1"):
-        Lake.open(local_config).read("claims")
-    lake.store.catalog_path.unlink()  # as after an upgrade: the catalog is rebuilt and refuses it too
-    with pytest.raises(LakeError, match="has schema version 99, this GRACE reads version 1"):
-        Lake.open(local_config).query("SELECT count(*) FROM claims")
-    assert not lake.store.catalog_path.exists()
-
-
-def test_a_damaged_commit_record_is_reported_with_its_path(local_config: LakeConfig) -> None:
-    lake = Lake.open(local_config)
-    lake.commit("ok", {"claims": claims(1, 1, 1)})
-    Path(lake.store.arrow_path(f"{COMMITS_DIR}/{'0' * 32}.json")).write_text("{not json")
-    with pytest.raises(LakeError, match=f"{COMMITS_DIR}/{'0' * 32}.json: not valid JSON"):
-        Lake.open(local_config).read("claims")
+    DeltaTable.create(lake.store.file_uri("tables/claims"), TABLES["claims"].schema, partition_by=["round"],
+                      description="grace table claims, schema version 99")
+    with pytest.raises(LakeError, match="table claims has schema version 99, this GRACE reads version 1"):
+        lake.read("claims")
+    with pytest.raises(LakeError, match="table claims has schema version 99, this GRACE reads version 1"):
+        lake.query("SELECT count(*) FROM claims")
+    with pytest.raises(LakeError, match="table claims has schema version 99"):
+        lake.commit("x", {"claims": claims(1, 1, 1)})
+    assert not lake.is_committed("x")
 
 
 def test_s3_lake_errors_are_one_clear_line_without_credentials(s3_endpoint: str, tmp_path: Path) -> None:

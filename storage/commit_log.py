@@ -1,0 +1,113 @@
+"""The commit log: which units of work are done, with the table versions they left behind.
+
+A commit (:mod:`storage.commit`) writes its tables one Delta transaction each, then adds its
+record here, last: a unit of work is done exactly when its record exists. The log is itself a
+small Delta table (``<lake>/_grace/commits``), one row per commit key, inserted if absent
+(:func:`storage.delta_tables.write_rows`), so of two writers of the same key exactly one
+records it.
+
+Each record keeps the commit's ``round`` (the largest ``round`` among its rows; None when its
+tables have no round) and, per table written, the table's Delta version right after the write
+and the rows it inserted. Time travel (:meth:`CommitLog.versions_as_of_round`) takes, per
+table, the largest version recorded by the commits of rounds up to N.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Mapping
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from grace_core.errors import LakeError
+from storage.delta_tables import DeltaTables, TableWrite, first_line, write_rows
+from storage.schemas import TableSpec
+
+LOG_REL = "_grace/commits"
+SCHEMA = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("id", pa.string(), nullable=False),
+    pa.field("round", pa.int32(), nullable=True),
+    pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("tables_json", pa.string(), nullable=False),
+])
+LOG_SPEC = TableSpec("commit_log", SCHEMA, 1, False, key=("key",))
+
+
+def commit_id(key: str) -> str:
+    """The id of the commit with ``key``: the first 32 hex digits of its SHA-256 (also the
+    Delta application-transaction id its table writes carry)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    key: str
+    id: str
+    round: int | None
+    committed_at: datetime
+    tables: Mapping[str, TableWrite]
+
+    def row(self) -> dict:
+        return {
+            "key": self.key, "id": self.id, "round": self.round, "committed_at": self.committed_at,
+            "tables_json": json.dumps({t: [w.version, w.rows] for t, w in sorted(self.tables.items())}),
+        }
+
+    @classmethod
+    def from_row(cls, row: Mapping) -> CommitRecord:
+        tables = {t: TableWrite(int(v), int(n)) for t, (v, n) in json.loads(row["tables_json"]).items()}
+        return cls(row["key"], row["id"], row["round"], row["committed_at"], tables)
+
+
+class CommitLog:
+    """Reads and appends the commit log of one lake. Records are never changed or removed
+    (compaction only rewrites them into fewer files), so each log file is read once per
+    process and its records kept."""
+
+    def __init__(self, tables: DeltaTables) -> None:
+        self.tables = tables
+        self._seen: set[str] = set()
+        self._records: dict[str, CommitRecord] = {}
+
+    def records(self) -> dict[str, CommitRecord]:
+        """Every committed unit of work by key."""
+        dt = self.tables.checked(LOG_SPEC, self.tables.load(LOG_REL))
+        if dt is None:
+            return {}
+        try:
+            full = dt.to_pyarrow_dataset()
+            new = [f for f in full.files if f not in self._seen]
+            if new:
+                rows = ds.dataset(new, schema=full.schema, format="parquet", filesystem=full.filesystem).to_table()
+                self._records.update((r["key"], CommitRecord.from_row(r)) for r in rows.to_pylist())
+                self._seen.update(new)
+        except (OSError, pa.ArrowException) as exc:
+            raise LakeError(f"lake {self.tables.store.uri}: cannot read the commit log: {first_line(exc)}") from None
+        return dict(self._records)
+
+    def record(self, key: str) -> CommitRecord | None:
+        """The record of the commit named ``key``, or None if it is not done."""
+        return self.records().get(key)
+
+    def add(self, record: CommitRecord) -> bool:
+        """Record ``record``; False when its key was recorded already (another writer won)."""
+        data = pa.Table.from_pylist([record.row()], schema=SCHEMA)
+        done = write_rows(self.tables, LOG_SPEC, data, rel=LOG_REL, metadata={"grace.commit_key": record.key},
+                          what=f"lake {self.tables.store.uri}: recording commit {record.key!r}")
+        return done.rows == 1
+
+    def versions_as_of_round(self, round_: int) -> dict[str, int]:
+        """Per table, the largest version recorded by a commit of a round up to ``round_``."""
+        recs = [r for r in self.records().values() if r.round is not None and r.round <= round_]
+        if not recs:
+            raise LakeError(f"lake {self.tables.store.uri}: no commit of round {round_} or earlier (nothing to travel back to)")
+        out: dict[str, int] = {}
+        for r in recs:
+            for name, w in r.tables.items():
+                out[name] = max(out.get(name, -1), w.version)
+        return out

@@ -1,0 +1,305 @@
+"""The lake's tables as Delta tables (delta-rs): where each lives, how it is opened, created
+and read, and the lake's state (each table's version and the files that version names).
+
+Every table of :data:`storage.schemas.TABLES` is a Delta table at ``<lake>/tables/<name>``
+(partitioned by ``round`` when its spec says so; zstd Parquet files), so Polars
+(``scan_delta``), DuckDB (an Arrow dataset or a view over the file list), Spark, Trino and
+Databricks read it as it is. A table that was never written does not exist yet and reads as
+empty. Its description records its name and schema version; a table of another version is
+refused. S3 lakes use conditional puts (``aws_conditional_put=etag``), so concurrent commits
+are safe without a lock service.
+
+Rows are written by :func:`write_rows`. A table with a key gets only the rows whose key is
+not stored (insert-if-absent): the stored keys are read from one snapshot, the new rows are
+appended, and the append commits only if the table has not moved since that snapshot
+(``max_commit_retries=0``: Delta's optimistic concurrency), else it is redone on a fresh
+snapshot. This is the rule of a Delta MERGE, done by hand because delta-rs 1.6.6's MERGE writes
+``string_view`` columns that pyarrow < 26 (numpy 1.x, needed by graph-tool) cannot filter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Iterable, TypeVar
+from urllib.parse import unquote
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from grace_core.errors import LakeError
+from storage.filesystem import Store
+from storage.schemas import ROUND, TABLES, TableSpec
+
+TABLES_DIR = "tables"
+MAX_ATTEMPTS = 20  # tries of one Delta transaction that keeps meeting concurrent writers
+KEY_FILTER_MAX = 100_000  # distinct first-key values up to which stored keys are read filtered
+_DESCRIPTION = re.compile(r"^grace table (?P<name>[a-z_]+), schema version (?P<version>\d+)$")
+
+T = TypeVar("T")
+
+
+def writer_properties() -> WriterProperties:
+    """Parquet files as the lake writes them: zstd."""
+    return WriterProperties(compression="ZSTD")
+
+
+def table_rel(name: str) -> str:
+    """Where table ``name`` lives, relative to the lake root."""
+    return f"{TABLES_DIR}/{name}"
+
+
+def description(name: str, version: int) -> str:
+    """The Delta description of a GRACE table: its name and schema version."""
+    return f"grace table {name}, schema version {version}"
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def retry_conflicts(action: Callable[[int], T], what: str) -> T:
+    """Run ``action(attempt)``; a Delta commit that conflicts with a concurrent writer
+    (:class:`CommitFailedError`) runs it again on a fresh snapshot after a jittered, growing
+    pause, at most :data:`MAX_ATTEMPTS` times, then fails with one :class:`LakeError` line."""
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            return action(attempt)
+        except CommitFailedError as exc:
+            last = first_line(exc)
+            time.sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+    raise LakeError(f"{what}: concurrent writers kept conflicting after {MAX_ATTEMPTS} attempts ({last}); "
+                    "nothing of this table was written, run it again")
+
+
+@dataclass(frozen=True)
+class DeltaFile:
+    """One data file a table version names: URI (absolute path or ``s3://`` URL), size in
+    bytes, rows (from the Delta statistics; None when not recorded) and partition round."""
+
+    uri: str
+    bytes: int
+    rows: int | None
+    round: int | None
+    modified: datetime
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One table at one version (``version`` None: the table does not exist yet)."""
+
+    name: str
+    version: int | None
+    files: tuple[DeltaFile, ...]
+
+
+@dataclass(frozen=True)
+class LakeState:
+    """Every table at the version a reader sees; ``as_of_round`` when it is the lake as of
+    the end of that round (time travel) rather than now."""
+
+    tables: tuple[TableState, ...]
+    as_of_round: int | None = None
+
+    @property
+    def versions(self) -> dict[str, int | None]:
+        return {t.name: t.version for t in self.tables}
+
+    @property
+    def state_id(self) -> str:
+        """A hash of the table versions: equal ids mean equal lake contents."""
+        text = ";".join(f"{t.name}={t.version}" for t in self.tables) + f"|as_of={self.as_of_round}"
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def table(self, name: str) -> TableState:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise LakeError(f"no table {name!r} in this lake state")
+
+
+def data_files(dt: DeltaTable, base: str, partitioned: bool, max_round: int | None) -> tuple[DeltaFile, ...]:
+    """The data files of ``dt``'s loaded version (``base``: the table's location as DuckDB names
+    it), without partitions after ``max_round``."""
+    out = []
+    for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
+        rnd = a.get(f"partition.{ROUND}") if partitioned else None
+        if max_round is not None and rnd is not None and rnd > max_round:
+            continue
+        out.append(DeltaFile(
+            f"{base}/{unquote(a['path'])}", int(a["size_bytes"]), a.get("num_records"), rnd,
+            datetime.fromtimestamp(a["modification_time"] / 1000, timezone.utc),
+        ))
+    return tuple(sorted(out, key=lambda f: (f.round if f.round is not None else -1, f.uri)))
+
+
+class DeltaTables:
+    """The Delta tables of one lake root. Every call loads the latest snapshot (a few
+    milliseconds locally), so a long-lived lake object never reads stale versions."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.options = store.delta_storage_options()
+
+    def uri(self, rel: str) -> str:
+        return self.store.file_uri(rel)
+
+    def load(self, rel: str, version: int | None = None) -> DeltaTable | None:
+        """The Delta table at ``rel`` (at ``version``, else the latest), or None if absent."""
+        try:
+            return DeltaTable(self.uri(rel), version=version, storage_options=self.options)
+        except TableNotFoundError:
+            return None
+        except (DeltaError, OSError) as exc:
+            raise LakeError(f"lake {self.store.uri}: cannot open Delta table {rel}: {first_line(exc)}") from None
+
+    def create(self, rel: str, schema: pa.Schema, *, partitioned: bool, name: str, version: int) -> DeltaTable:
+        """The Delta table at ``rel``, created empty first if it does not exist (two writers
+        creating it at once both end up with the one that won)."""
+        dt = self.load(rel)
+        if dt is not None:
+            return dt
+        try:
+            DeltaTable.create(
+                self.uri(rel), schema, mode="ignore", partition_by=[ROUND] if partitioned else None, name=name,
+                description=description(name, version), storage_options=self.options,
+            )
+        except (CommitFailedError, DeltaError) as exc:
+            if self.load(rel) is None:
+                raise LakeError(f"lake {self.store.uri}: cannot create Delta table {rel}: {first_line(exc)}") from None
+        dt = self.load(rel)
+        if dt is None:
+            raise LakeError(f"lake {self.store.uri}: Delta table {rel} vanished right after it was created")
+        return dt
+
+    def checked(self, spec: TableSpec, dt: DeltaTable | None) -> DeltaTable | None:
+        """``dt`` if it holds ``spec``'s table in the schema version this GRACE reads."""
+        if dt is None:
+            return None
+        found = _DESCRIPTION.match(dt.metadata().description or "")
+        if found is None or found["name"] != spec.name:
+            raise LakeError(f"lake {self.store.uri}: {table_rel(spec.name)} is not a GRACE {spec.name} table "
+                            f"(description {dt.metadata().description!r})")
+        if int(found["version"]) != spec.version:
+            raise LakeError(f"lake {self.store.uri}: table {spec.name} has schema version {found['version']}, "
+                            f"this GRACE reads version {spec.version}")
+        return dt
+
+    def table(self, spec: TableSpec, version: int | None = None) -> DeltaTable | None:
+        """Table ``spec`` (at ``version``, else the latest), or None when it was never written."""
+        return self.checked(spec, self.load(table_rel(spec.name), version))
+
+    def writable(self, spec: TableSpec, rel: str | None = None) -> DeltaTable:
+        """Table ``spec`` (at ``rel``, default ``tables/<name>``) at its latest version,
+        created empty first if needed."""
+        dt = self.create(rel or table_rel(spec.name), spec.schema, partitioned=spec.partitioned, name=spec.name,
+                         version=spec.version)
+        return self.checked(spec, dt)  # type: ignore[return-value]
+
+    def table_state(self, spec: TableSpec, version: int | None = None, *, max_round: int | None = None) -> TableState:
+        if version is None and max_round is not None:
+            return TableState(spec.name, None, ())  # as of a round before the table's first commit
+        dt = self.table(spec, version)
+        if dt is None:
+            return TableState(spec.name, None, ())
+        try:
+            return TableState(spec.name, dt.version(), data_files(dt, self.uri(table_rel(spec.name)), spec.partitioned, max_round))
+        except (DeltaError, OSError) as exc:
+            raise LakeError(f"lake {self.store.uri}: cannot list the files of table {spec.name}: {first_line(exc)}") from None
+
+    def state(self, names: Iterable[str] | None = None) -> LakeState:
+        """Every table (or those ``names``) at its latest version."""
+        specs = [TABLES[n] for n in names] if names is not None else list(TABLES.values())
+        return LakeState(tuple(self.table_state(s) for s in specs))
+
+    def state_at(self, versions: dict[str, int | None], round_: int) -> LakeState:
+        """The tables at ``versions`` (absent: empty), without partitions after ``round_``."""
+        return LakeState(
+            tuple(self.table_state(s, versions.get(s.name), max_round=round_) for s in TABLES.values()), as_of_round=round_
+        )
+
+
+class KeyConflict(LakeError):
+    """Rows being written have the key of stored rows but other values in ``conflict`` columns
+    (the same document id with other content); nothing of them was written."""
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """What one write did to one table: the table's version after it, and rows inserted."""
+
+    version: int
+    rows: int
+
+
+def _stored(dt: DeltaTable, spec: TableSpec, data: pa.Table) -> pl.DataFrame:
+    """Key and conflict columns of the stored rows that may share a key with ``data``
+    (same round partitions; same first-key values while they are few)."""
+    dataset = dt.to_pyarrow_dataset()
+    if spec.partitioned:
+        rounds = sorted(int(r) for r in pc.unique(data.column(ROUND)).to_pylist())
+        dataset = dt.to_pyarrow_dataset(file_pruning_predicate=f"{ROUND} IN ({', '.join(map(str, rounds))})")
+    first = pc.unique(data.column(spec.key[0]))
+    where = ds.field(spec.key[0]).isin(first) if len(first) <= KEY_FILTER_MAX else None
+    return pl.from_arrow(dataset.to_table(columns=[*spec.key, *spec.conflict], filter=where))
+
+
+def _refuse_conflicts(spec: TableSpec, mine: pl.DataFrame, stored: pl.DataFrame, where: str) -> None:
+    if not spec.conflict or not stored.height:
+        return
+    both = mine.join(stored, on=list(spec.key), suffix="_stored")
+    clash = both.filter(pl.any_horizontal([pl.col(c) != pl.col(f"{c}_stored") for c in spec.conflict]))
+    if clash.height:
+        row = clash.row(0, named=True)
+        which = ", ".join(f"{c}={row[c]!r}" for c in spec.key)
+        col = spec.conflict[0]
+        raise KeyConflict(f"{where}: table {spec.name}: {which} is already stored with other {col} "
+                          f"(stored {row[f'{col}_stored']!r}, new {row[col]!r}); nothing of it was written")
+
+
+def write_rows(
+    tables: DeltaTables, spec: TableSpec, data: pa.Table, *, rel: str | None = None, app_id: str | None = None,
+    metadata: dict[str, str] | None = None, what: str,
+) -> TableWrite:
+    """Write ``data`` (conformed to ``spec``) to its Delta table in one transaction (see the
+    module docstring): with a key, only rows whose key is not stored; without, all rows.
+
+    ``app_id`` is recorded as the transaction's Delta application id: a table already carrying
+    it was written by an earlier run of the same unit of work and is left as it is. Raises
+    :class:`KeyConflict` when a ``conflict`` column disagrees with the stored row of the same
+    key, :class:`LakeError` when concurrent writers keep conflicting. ``what`` names the write
+    in messages."""
+    props = dict(custom_metadata=metadata or {}, app_transactions=[Transaction(app_id, 1)] if app_id else None)
+
+    def attempt(_: int) -> TableWrite:
+        dt = tables.writable(spec, rel)  # a fresh snapshot on every attempt
+        if app_id and dt.transaction_version(app_id) is not None:
+            return TableWrite(dt.version(), 0)
+        rows, strict = data, False
+        try:
+            if spec.key:
+                mine = pl.from_arrow(data.select([*spec.key, *spec.conflict])).with_row_index("_row")
+                stored = _stored(dt, spec, data)
+                _refuse_conflicts(spec, mine, stored, what)
+                if stored.height:
+                    keys = stored.select(spec.key).unique()
+                    rows = data.take(mine.join(keys, on=list(spec.key), how="anti")["_row"].to_arrow())
+                strict = True  # commit only on the snapshot the stored keys came from
+            if not rows.num_rows:
+                return TableWrite(dt.version(), 0)
+            write_deltalake(dt, rows, mode="append", writer_properties=writer_properties(),
+                            commit_properties=CommitProperties(**props, max_commit_retries=0 if strict else None))
+        except (OSError, pa.ArrowException) as exc:
+            raise LakeError(f"{what}: cannot write table {spec.name}: {first_line(exc)}") from None
+        return TableWrite(dt.version(), rows.num_rows)
+
+    return retry_conflicts(attempt, f"{what}: table {spec.name}")

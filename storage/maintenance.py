@@ -1,0 +1,94 @@
+"""Keeping a lake small and fast: compaction and vacuum of its Delta tables.
+
+- :func:`compact` rewrites each table's small files into fewer large ones (Delta
+  ``optimize.compact``, per round partition); readers keep seeing the same rows, and earlier
+  versions stay readable (time travel) until vacuumed.
+- :func:`vacuum` deletes, per table, the files no version within the retention names: files
+  that compaction replaced, and the files of writers killed before their Delta commit (and the
+  Parquet files of a migrated earlier-format lake), once they are older than the retention.
+  The retention protects running writers (their files are fresh until they commit) and time
+  travel: ``grace sql --as-of-round`` reaches back only to versions whose files are kept.
+  It also removes temporary files of killed catalog builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import DeltaError
+
+from grace_core.errors import LakeError
+from storage.catalog import remove_stale_temporaries
+from storage.commit_log import LOG_REL
+from storage.delta_tables import first_line, retry_conflicts, table_rel, writer_properties
+from storage.lake import Lake
+from storage.schemas import TABLES
+
+MIN_RETENTION_HOURS = 1
+
+
+def _table_rels(lake: Lake) -> list[str]:
+    """Every Delta table of the lake that exists: the tables, then the commit log."""
+    rels = [table_rel(name) for name in TABLES] + [LOG_REL]
+    return [rel for rel in rels if lake.tables.load(rel) is not None]
+
+
+@dataclass(frozen=True)
+class Compaction:
+    table: str
+    files_removed: int
+    files_added: int
+
+
+def compact(lake: Lake) -> list[Compaction]:
+    """Compact every table (see the module docstring); retried when a writer commits meanwhile."""
+    out = []
+    for rel in _table_rels(lake):
+        def attempt(_: int, rel: str = rel) -> dict:
+            dt = lake.tables.load(rel)
+            assert dt is not None  # listed just before; tables are never dropped
+            return dt.optimize.compact(
+                writer_properties=writer_properties(),
+                commit_properties=CommitProperties(custom_metadata={"grace.operation": "compact"}),
+            )
+
+        metrics = retry_conflicts(attempt, f"lake {lake.uri}: compacting {rel}")
+        out.append(Compaction(rel, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))
+    return out
+
+
+@dataclass(frozen=True)
+class VacuumReport:
+    """Files deleted (or, in a dry run, that would be) per table, relative to the table."""
+
+    deleted: dict[str, list[str]]
+    catalog_temporaries: int
+    dry_run: bool
+
+    def summary(self) -> str:
+        n = sum(len(v) for v in self.deleted.values())
+        verb = "would delete" if self.dry_run else "deleted"
+        return (f"{verb} {n} file(s) no table version within the retention names, in {len(self.deleted)} table(s); "
+                f"removed {self.catalog_temporaries} leftover catalog build file(s)")
+
+
+def vacuum(lake: Lake, *, retention_hours: int, dry_run: bool = False) -> VacuumReport:
+    """Delete the files no version of the last ``retention_hours`` names (see the module
+    docstring); ``retention_hours`` is at least :data:`MIN_RETENTION_HOURS`."""
+    if retention_hours < MIN_RETENTION_HOURS:
+        raise LakeError(f"vacuum keeps at least {MIN_RETENTION_HOURS} hour(s) of files so running writers are safe")
+    deleted = {}
+    for rel in _table_rels(lake):
+        dt: DeltaTable | None = lake.tables.load(rel)
+        if dt is None:
+            continue
+        try:
+            files = dt.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
+        except (DeltaError, OSError) as exc:
+            raise LakeError(f"lake {lake.uri}: cannot vacuum {rel}: {first_line(exc)}") from None
+        deleted[rel] = sorted(files)
+    temporaries = 0
+    if not dry_run and lake.store.catalog_path.parent.is_dir():
+        temporaries = len(remove_stale_temporaries(lake.store.catalog_path.parent))
+    return VacuumReport(deleted, temporaries, dry_run)
