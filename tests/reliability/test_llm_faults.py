@@ -1,0 +1,276 @@
+"""Model-service faults (issue 11, items 3 and 4): a loopback OpenAI-compatible server
+(tests/models/openai_server.py) that answers 429s, 500s, timeouts, malformed JSON, wrong shapes
+and error bodies echoing the request's ``Authorization`` header, behind the real build flow
+(litellm → HTTP, a real temporary Prefect server, a real lake) and the real ``grace demo``.
+
+For each probe the test asserts:
+
+- the outcome: a transient fault is retried and the build succeeds whole; a lasting fault ends
+  the flow Failed with :class:`ModelCallsFailed`, whose one line counts the failed items per
+  role and quotes the first error; ``grace demo`` exits 2 with that line and never says the
+  round is done;
+- nothing partial is committed: documents with failed items have no row in sources, claims or
+  edges; the next round builds them whole, making again exactly the calls that failed;
+- no secret leaks: the key (``GRACE_API_KEY``) appears in no lake table, lake file, exception,
+  captured output, Prefect log or flow-run parameter.
+
+The tally (tests/reliability/conftest.py, group ``llm faults``) counts probes, clear errors,
+tracebacks and, as ``got through``, probes that leaked a secret or committed a partial graph.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from flows.build import build_graphs
+from flows.ingest import ingest_batch
+from flows.params import IngestParams, RunOptions, StageParams
+from grace_core.errors import ModelCallsFailed
+from storage.lake import Lake
+from storage.schemas import WRITE_ORDER
+from tests.conftest import REPO
+from tests.models.openai_server import OpenAICompatibleServer
+from tests.reliability.conftest import Tally
+
+pytestmark = pytest.mark.reliability
+
+KEY = "sk-grace-probe-SECRET-5d41402abc4b2a76"
+MODEL = "openai/test-model"
+SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
+PRIORS = ["Abstract", "Introduction"]
+GROUP = "llm faults"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server() -> Iterator[None]:
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture(scope="module")
+def _llm() -> Iterator[OpenAICompatibleServer]:
+    srv = OpenAICompatibleServer(slow_s=1.0).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def llm(_llm: OpenAICompatibleServer) -> OpenAICompatibleServer:
+    _llm.reset()
+    return _llm
+
+
+def litellm_env(server: OpenAICompatibleServer, **overrides: str) -> dict[str, str]:
+    """GRACE_* settings putting every LLM role on the loopback server with the probe key."""
+    env = {
+        "GRACE_BACKEND": "litellm", "GRACE_API_BASE": server.url, "GRACE_API_KEY": KEY, "GRACE_TORCH_THREADS": "1",
+        "GRACE_RETRY_BACKOFF_S": "0.01", "GRACE_REQUEST_TIMEOUT_S": "0.5", "GRACE_MAX_RETRIES": "2", "GRACE_N_SAMPLES": "1",
+        "GRACE_INPUT_COST_PER_TOKEN": "1e-6", "GRACE_OUTPUT_COST_PER_TOKEN": "2e-6", "GRACE_CONCURRENCY": "4",
+        **{f"GRACE_{role}_MODEL": MODEL for role in ("RESPONDER", "DECOMPOSER", "JUDGE", "VERIFIER", "ANSWERER")},
+    }
+    return env | overrides
+
+
+def papers(tmp_path: Path, n: int) -> Path:
+    """The first ``n`` papers of the bundled sample."""
+    path = tmp_path / f"papers{n}.jsonl"
+    path.write_text("".join(SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
+    return path
+
+
+def ingested(tmp_path: Path, n: int) -> str:
+    root = str(tmp_path / "lake")
+    ingest_batch(IngestParams(batch=str(papers(tmp_path, n)), lake=root, prior_sections=PRIORS))
+    return root
+
+
+def lake_of(root: str) -> Lake:
+    return Lake.open(RunOptions(lake=root).settings())
+
+
+def leaks(root: str, *texts: str) -> list[str]:
+    """Where the key shows: lake tables (every string cell), lake files (raw bytes), ``texts``,
+    the Prefect API's logs and flow-run parameters."""
+    found = []
+    lake = lake_of(root)
+    for table in WRITE_ORDER:
+        frame = lake.read(table)
+        for column, dtype in frame.schema.items():
+            if dtype == pl.Utf8 and frame[column].str.contains(KEY, literal=True).any():
+                found.append(f"table {table}.{column}")
+    for path in Path(root).rglob("*"):
+        if path.is_file() and KEY.encode() in path.read_bytes():
+            found.append(f"file {path}")
+    found += [f"text {i}" for i, t in enumerate(texts) if KEY in t]
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        found += ["prefect log" for log in paged(client.read_logs) if KEY in log.message]
+        for run in paged(client.read_flow_runs):
+            found += [f"prefect flow run {run.name}"] if KEY in repr(run.parameters) + repr(run.state and run.state.message) else []
+    return found
+
+
+def paged(read: Callable[..., list]) -> Iterator:
+    """Every item of a Prefect client ``read_*`` method, 200 at a time."""
+    offset = 0
+    while page := read(limit=200, offset=offset):
+        yield from page
+        offset += len(page)
+
+
+def graph_rows(root: str) -> dict[str, int]:
+    lake = lake_of(root)
+    return {t: lake.read(t).height for t in ("sources", "claims", "edges")}
+
+
+def unbuilt_docs_have_no_rows(root: str) -> bool:
+    """No document has some rows of a graph without its claims (a partial graph)."""
+    lake = lake_of(root)
+    built = set(lake.read("claims", columns=["doc_id"])["doc_id"].to_list())
+    responses = set(lake.read("sources").filter(pl.col("source_kind") == "response")["doc_id"].to_list())
+    with_edges = set(lake.read("edges", columns=["doc_id"])["doc_id"].to_list())
+    return responses <= built and with_edges <= built
+
+
+def run_build(root: str, round_id: int) -> tuple[dict | None, str]:
+    """``build_graphs`` of ``round_id``: (result, "") or (None, the ModelCallsFailed line)."""
+    try:
+        return build_graphs(StageParams(lake=root, round_id=round_id)), ""
+    except ModelCallsFailed as exc:
+        return None, str(exc)
+
+
+TRANSIENT = {
+    "429": ["429", "429"], "500": ["500", "500"], "timeout": ["slow"], "malformed JSON": ["malformed", "malformed"],
+    "wrong fields": ["wrong_fields"], "no choices": ["no_choices"], "body not JSON": ["not_json"], "echoed key": ["echo_key", "echo_key"],
+}
+LASTING = {"429": "429", "500": "500", "timeout": "slow", "malformed JSON": "malformed", "wrong fields": "wrong_fields",
+           "no choices": "no_choices", "body not JSON": "not_json", "echoed key": "echo_key"}
+OUTCOME = {"429": "rate_limited", "500": "error", "timeout": "timeout", "malformed JSON": "malformed", "wrong fields": "malformed",
+           "no choices": "malformed", "body not JSON": "error", "echoed key": "error"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", list(TRANSIENT))
+def test_a_transient_fault_is_retried_and_the_build_succeeds_whole(
+    fault: str, llm: OpenAICompatibleServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture, tally: Callable[[str], Tally],
+) -> None:
+    for k, v in litellm_env(llm).items():
+        monkeypatch.setenv(k, v)
+    root = ingested(tmp_path, 1)
+    llm.script.extend(TRANSIENT[fault])
+    result, error = run_build(root, 1)
+    out, err = capfd.readouterr()
+    calls = lake_of(root).read("llm_calls")
+    leaked = leaks(root, out, err, error)
+    partial = not unbuilt_docs_have_no_rows(root)
+    tally(GROUP).record(clear_error=not error, traceback="Traceback" in out + err, got_through=bool(leaked) or partial)
+    assert error == "" and result is not None and result["documents"] == 1 and result["failed_items"] == 0
+    assert OUTCOME[fault] in calls["outcome"].to_list(), "the fault was recorded"
+    failed_keys = set(calls.filter(pl.col("outcome") != "ok")["key"].to_list())
+    assert failed_keys <= set(calls.filter(pl.col("outcome") == "ok")["key"].to_list()), "each faulty call was retried to success"
+    assert not leaked and not partial
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", list(LASTING))
+def test_a_lasting_fault_fails_the_round_with_one_clear_line_and_commits_nothing_partial(
+    fault: str, llm: OpenAICompatibleServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture, tally: Callable[[str], Tally],
+) -> None:
+    for k, v in litellm_env(llm, GRACE_MAX_RETRIES="1").items():
+        monkeypatch.setenv(k, v)
+    root = ingested(tmp_path, 1)
+    llm.fallback = LASTING[fault]
+    result, error = run_build(root, 1)
+    out, err = capfd.readouterr()
+    leaked = leaks(root, out, err, error)
+    partial = not unbuilt_docs_have_no_rows(root)
+    clear = error.startswith("round 1: build: ") and "model item" in error and "(responder " in error and "\n" not in error
+    tally(GROUP).record(clear_error=clear, traceback="Traceback" in out + err + error, got_through=bool(leaked) or partial)
+    assert result is None and clear, error
+    assert "1 of 1 documents left unbuilt" in error
+    assert graph_rows(root)["claims"] == 0 and graph_rows(root)["edges"] == 0
+    assert lake_of(root).read("sources").filter(pl.col("source_kind") == "response").height == 0
+    errors = lake_of(root).read("llm_calls").filter(pl.col("outcome") != "ok")
+    assert errors.height >= 2 and errors["error"].null_count() == 0, "the failed attempts are on record"
+    assert not leaked and not partial, leaked
+
+
+@pytest.mark.slow
+def test_with_no_retries_a_flaky_server_leaves_documents_whole_and_the_next_round_makes_exactly_the_failed_calls(
+    llm: OpenAICompatibleServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tally: Callable[[str], Tally],
+) -> None:
+    for k, v in litellm_env(llm, GRACE_MAX_RETRIES="0", GRACE_N_SAMPLES="2", GRACE_DOCS_PER_TASK="1").items():
+        monkeypatch.setenv(k, v)
+    root = ingested(tmp_path, 3)
+    llm.fail_every = (7, "500")
+    result, error = run_build(root, 1)
+    assert result is None and "model item" in error and "documents left unbuilt" in error
+    lake = lake_of(root)
+    first = lake.read("llm_calls")
+    ok_before = set(first.filter(pl.col("outcome") == "ok")["key"].to_list())
+    failed_before = set(first["key"].to_list()) - ok_before
+    assert failed_before and unbuilt_docs_have_no_rows(root)
+    built_before = set(lake.read("claims", columns=["doc_id"])["doc_id"].to_list())
+
+    llm.reset()
+    result, error = run_build(root, 2)
+    assert error == "" and result is not None and result["failed_items"] == 0
+    calls = lake_of(root).read("llm_calls")
+    second = set(calls.filter(pl.col("round") == 2)["key"].to_list())
+    assert failed_before <= second, "every call that failed is made again"
+    assert not second & ok_before, "no call that succeeded is paid twice"
+    claims = lake_of(root).read("claims")
+    assert claims["doc_id"].n_unique() == 3
+    assert set(claims.filter(pl.col("round") == 2)["doc_id"].to_list()).isdisjoint(built_before), "built documents are not rebuilt"
+    tally(GROUP).record(clear_error=True, got_through=not unbuilt_docs_have_no_rows(root))
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_grace_demo_on_a_server_that_fails_every_call_exits_2_with_one_line_and_leaks_no_key(
+    llm: OpenAICompatibleServer, tmp_path: Path, tally: Callable[[str], Tally],
+) -> None:
+    llm.fallback = "echo_key"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_API_URL"))}
+    env |= litellm_env(llm, GRACE_MAX_RETRIES="1", GRACE_REQUEST_TIMEOUT_S="5") | {
+        "PREFECT_HOME": str(tmp_path / "prefect-home"), "OMP_NUM_THREADS": "1"}
+    root = str(tmp_path / "demo-lake")
+    proc = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "demo", "--lake", root, "--rounds", "1"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+    last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    clear = proc.returncode == 2 and last.startswith("grace: error: round 1: build: ") and "(responder " in last
+    leaked = [w for w, text in (("stdout", proc.stdout), ("stderr", proc.stderr)) if KEY in text]
+    leaked += leaks_in_lake_only(root)
+    tally(GROUP).record(clear_error=clear, traceback="Traceback" in proc.stdout + proc.stderr, got_through=bool(leaked))
+    assert clear, proc.stderr[-2000:]
+    assert "round 1 done" not in proc.stdout and "litellm models (responder openai/test-model" in proc.stdout
+    assert "offline models" not in proc.stdout
+    assert "Traceback" not in proc.stderr and not leaked, leaked
+    assert llm.authorizations and all(a == f"Bearer {KEY}" for a in llm.authorizations), "the key was sent, and echoed back"
+    sql = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "sql", "--lake", root,
+                          "SELECT role, outcome, error FROM llm_calls"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert sql.returncode == 0 and "[REDACTED]" in sql.stdout and KEY not in sql.stdout + sql.stderr
+
+
+def leaks_in_lake_only(root: str) -> list[str]:
+    """:func:`leaks` without the Prefect API (the demo ran its own temporary server)."""
+    found = []
+    lake = lake_of(root)
+    for table in WRITE_ORDER:
+        frame = lake.read(table)
+        found += [f"table {table}.{c}" for c, t in frame.schema.items() if t == pl.Utf8 and frame[c].str.contains(KEY, literal=True).any()]
+    found += [f"file {p}" for p in Path(root).rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    return found
