@@ -4,9 +4,12 @@ grace_core.metrics), freshness after commits, and opening it from a plain DuckDB
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from grace_core.errors import LakeError
 from grace_core.metrics import round_metrics as core_round_metrics
 from grace_core.decisions import decide
 from storage.commit import commit_tables
@@ -25,6 +29,7 @@ from storage.views import DERIVED_VIEWS
 from tests.storage.sample_rows import claims
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def one_row(spec_name: str) -> pa.Table:
@@ -99,7 +104,7 @@ def test_catalog_is_refreshed_after_every_commit(local_config: LakeConfig) -> No
 def test_a_stale_or_moved_catalog_is_rebuilt_before_a_query(local_config: LakeConfig, tmp_path: Path) -> None:
     lake = Lake.open(local_config)
     lake.commit("first", {"claims": claims(1, 5, 1)})
-    commit_tables(lake.store, lake.manifest, "second", {"claims": claims(1, 5, 2, prefix="s")})  # no refresh
+    commit_tables(lake.tables, lake.log, "second", {"claims": claims(1, 5, 2, prefix="s")})  # no refresh
     with duckdb.connect(str(lake.store.catalog_path), read_only=True) as con:
         assert con.sql("SELECT count(*) FROM claims").fetchall()[0][0] == 5
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
@@ -122,6 +127,68 @@ def test_s3_catalog_lives_in_the_cache_and_names_s3_urls(s3_config: LakeConfig) 
         sql = con.sql("SELECT sql FROM duckdb_views() WHERE view_name = 'claims'").fetchall()[0][0]
     assert f"{s3_config.lake}/tables/claims/round=1/part-" in sql
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+
+
+def test_leftovers_of_killed_catalog_builds_are_removed_by_a_later_build(local_config: LakeConfig) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("c", {"claims": claims(1, 2, 1)})
+    folder = lake.store.catalog_path.parent
+    old = [folder / ".catalog.duckdb.123.deadbeef.tmp", folder / ".catalog.duckdb.123.deadbeef.tmp.wal"]
+    fresh = folder / ".catalog.duckdb.456.cafebabe.tmp"  # a build running right now
+    for f in (*old, fresh):
+        f.write_bytes(b"partial")
+    an_hour_ago = time.time() - 3600
+    for f in old:
+        os.utime(f, (an_hour_ago, an_hour_ago))
+    lake.commit("d", {"claims": claims(1, 2, 1, prefix="d")})
+    assert not any(f.exists() for f in old) and fresh.exists()
+
+
+READER = (
+    "import json, sys; sys.path.insert(0, sys.argv[2]); from storage.config import LakeConfig; from storage.lake import Lake;"
+    "lake = Lake.open(LakeConfig(lake=sys.argv[1]), must_exist=True);"
+    "print(json.dumps([lake.query('SELECT count(*) AS n FROM claims')['n'][0], str(lake.catalog())]))"
+)
+
+
+def test_a_reader_that_cannot_write_the_lake_still_queries_a_stale_catalog(tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = Path(tempfile.mkdtemp(prefix="grace-ro-"))  # readable by others, unlike pytest's own folders
+    try:
+        root = base / "lake"
+        lake = Lake.open(LakeConfig(lake=str(root)))
+        lake.commit("first", {"claims": claims(1, 5, 1)})
+        commit_tables(lake.tables, lake.log, "second", {"claims": claims(1, 5, 2, prefix="s")})  # catalog now stale
+        before = lake.store.catalog_path.read_bytes()
+        for folder, dirs, files in os.walk(base):
+            os.chmod(folder, 0o555)
+        as_other_user = os.geteuid() == 0  # root writes anywhere: read as 'nobody' instead
+        out = subprocess.run(
+            [sys.executable, "-c", READER, str(root), str(REPO)], capture_output=True, text=True, cwd="/",
+            preexec_fn=(lambda: (os.setgid(65534), os.setuid(65534))) if as_other_user else None,
+        )
+        assert out.returncode == 0, out.stderr
+        count, catalog = json.loads(out.stdout)
+        assert count == 10 and not catalog.startswith(str(root))  # a private catalog, fresh
+        assert lake.store.catalog_path.read_bytes() == before  # the lake was not touched
+    finally:
+        for folder, dirs, files in os.walk(base):
+            os.chmod(folder, 0o755)
+        shutil.rmtree(base)
+
+
+def test_time_travel_shows_the_lake_as_of_a_round(lake: Lake) -> None:
+    lake.commit("round1", {"claims": claims(2, 5, 1)})
+    lake.commit("round1/more", {"claims": claims(1, 5, 1, prefix="m")})
+    lake.commit("round2", {"claims": claims(2, 5, 2, prefix="r2-")})
+    lake.commit("round3", {"claims": claims(2, 5, 3, prefix="r3-")})
+    per_round = "SELECT round, count(*) AS n FROM claims GROUP BY round ORDER BY round"
+    assert lake.query(per_round).rows() == [(1, 15), (2, 10), (3, 10)]
+    assert lake.query(per_round, as_of_round=1).rows() == [(1, 15)]
+    assert lake.query(per_round, as_of_round=2).rows() == [(1, 15), (2, 10)]
+    assert lake.query("SELECT count(*) AS n FROM lake_files", as_of_round=1)["n"][0] == 2
+    with pytest.raises(LakeError, match="no commit of round 0 or earlier"):
+        lake.query(per_round, as_of_round=0)
+    assert lake.query(per_round).rows() == [(1, 15), (2, 10), (3, 10)]  # the current catalog is left alone
 
 
 # --- derived views on a hand-built two-round lake ----------------------------------------

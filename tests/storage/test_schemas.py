@@ -15,10 +15,10 @@ from grace_core.scoring import SCORE_COLUMNS
 from grace_core.status import STATUSES
 from storage.schemas import TABLES, conform
 
-PER_ROUND = {"sources", "claims", "edges", "scores", "deferrals", "verdicts", "rounds", "llm_calls"}
+PER_ROUND = {"sources", "claims", "edges", "scores", "deferrals", "verdicts", "decisions", "rounds", "llm_calls"}
 
 
-def test_the_lake_has_the_twelve_tables_partitioned_by_round_where_per_round() -> None:
+def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:
     assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches", "evaluations"}
     for spec in TABLES.values():
         assert spec.partitioned == (spec.name in PER_ROUND)

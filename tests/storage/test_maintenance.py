@@ -1,0 +1,126 @@
+"""Upkeep of a Delta lake: compaction, vacuum (files of killed writers, replaced files) and the
+integrity check, through the library and the `grace` commands."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+
+from flows.cli import main
+from storage.config import LakeConfig
+from storage.delta_tables import table_rel
+from storage.lake import Lake
+from storage.maintenance import compact, vacuum
+from tests.storage.sample_rows import claims, edges
+
+
+def grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["grace", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def files_of(lake: Lake, table: str) -> list[str]:
+    return sorted(lake.state().table(table).files and [f.uri for f in lake.state().table(table).files])
+
+
+def test_compaction_keeps_the_rows_and_merges_small_files(lake: Lake) -> None:
+    for i in range(6):
+        lake.commit(f"small/{i}", {"claims": claims(2, 3, 1, prefix=f"s{i}-"), "edges": edges(claims(2, 3, 1, prefix=f"s{i}-"))})
+    before = lake.query("SELECT * FROM claims ORDER BY claim_id")
+    assert len(files_of(lake, "claims")) == 6
+    done = {c.table: c for c in compact(lake)}
+    assert done[table_rel("claims")].files_removed == 6 and done[table_rel("claims")].files_added == 1
+    assert len(files_of(lake, "claims")) == 1
+    assert lake.query("SELECT * FROM claims ORDER BY claim_id").equals(before)
+    assert lake.read("claims").height == 36 and lake.read("edges").height == 36
+    assert lake.query("SELECT count(*) AS n FROM claims", as_of_round=1)["n"][0] == 36  # older versions still readable
+    again = lake.commit("small/6", {"claims": claims(1, 3, 1, prefix="s6-")})  # writers carry on after compaction
+    assert again.rows == {"claims": 3} and lake.read("claims").height == 39
+
+
+def test_vacuum_deletes_old_files_no_version_names_and_nothing_else(local_config: LakeConfig) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("base", {"claims": claims(2, 2, 1)})
+    folder = Path(lake.store.file_uri("tables/claims/round=1"))
+    killed = folder / "part-00000-0000dead-c000.zstd.parquet"  # a writer killed before its Delta commit
+    running = folder / "part-00000-0000beef-c000.zstd.parquet"  # a writer at work right now
+    shutil.copy(next(folder.glob("part-*.parquet")), killed)
+    shutil.copy(next(folder.glob("part-*.parquet")), running)
+    two_hours_ago = time.time() - 7200
+    for f in [killed, *folder.glob("part-*.parquet")]:  # committed files age too, and must survive
+        if f != running:
+            os.utime(f, (two_hours_ago, two_hours_ago))
+    dry = vacuum(lake, retention_hours=1, dry_run=True)
+    assert dry.deleted[table_rel("claims")] == [f"round=1/{killed.name}"] and killed.exists()
+    done = vacuum(lake, retention_hours=1)
+    assert done.deleted[table_rel("claims")] == [f"round=1/{killed.name}"]
+    assert not killed.exists() and running.exists()
+    assert lake.read("claims").height == 4
+    with pytest.raises(Exception, match="at least 1 hour"):
+        vacuum(lake, retention_hours=0)
+
+
+def test_grace_compact_and_vacuum_commands(local_config: LakeConfig, monkeypatch, capsys) -> None:
+    lake = Lake.open(local_config)
+    for i in range(3):
+        lake.commit(f"u{i}", {"claims": claims(1, 2, 1, prefix=f"u{i}-")})
+    code, out, err = grace(monkeypatch, capsys, "compact", "--lake", local_config.lake)
+    assert (code, err) == (0, "") and "tables/claims: 3 file(s) compacted into 1" in out
+    code, out, err = grace(monkeypatch, capsys, "vacuum", "--lake", local_config.lake, "--dry-run")
+    assert code == 0 and "would delete 0 file(s)" in out  # the replaced files are inside the retention
+    code, out, err = grace(monkeypatch, capsys, "vacuum", "--lake", local_config.lake, "--older-than-hours", "0")
+    assert code == 2 and "--older-than-hours" in err
+    assert lake.read("claims").height == 6
+
+
+def damage(lake: Lake, uri: str, how: str) -> None:
+    """Delete or truncate one data file of the lake, locally or on S3."""
+    if uri.startswith("s3://"):
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        s3 = boto3.client("s3", endpoint_url=lake.config.s3_endpoint_url, region_name="us-east-1")
+        if how == "delete":
+            s3.delete_object(Bucket=bucket, Key=key)
+        else:
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            s3.put_object(Bucket=bucket, Key=key, Body=body[: len(body) // 2])
+    elif how == "delete":
+        os.remove(uri)
+    else:
+        with open(uri, "r+b") as f:
+            f.truncate(os.path.getsize(uri) // 2)
+
+
+@pytest.mark.parametrize("how", ["delete", "truncate"])
+def test_grace_check_names_a_missing_or_truncated_file(lake_config: LakeConfig, how: str, monkeypatch, capsys) -> None:
+    lake = Lake.open(lake_config)
+    rows = claims(3, 4, 1) if how == "delete" else claims(3, 4, 2)
+    lake.commit("c", {"claims": rows, "edges": edges(rows)})
+    env = {"GRACE_S3_ENDPOINT_URL": lake_config.s3_endpoint_url or "", "GRACE_CATALOG_CACHE": lake_config.catalog_cache or ""}
+    for k, v in env.items():
+        if v:
+            monkeypatch.setenv(k, v)
+    code, out, err = grace(monkeypatch, capsys, "check", "--lake", lake_config.lake)
+    assert (code, err) == (0, "") and "checked 3 file(s) of 3 table(s): all present, sizes and row counts match" in out
+    victim = lake.state().table("edges").files[0].uri
+    size = pq.ParquetFile(lake.store.arrow_path_of_uri(victim), filesystem=lake.store.arrow_fs).metadata.num_rows
+    assert size == 12
+    damage(lake, victim, how)
+    code, out, err = grace(monkeypatch, capsys, "check", "--lake", lake_config.lake)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    reason = "missing" if how == "delete" else "bytes, the table version records"
+    assert lines[0].startswith(f"error: {victim} (table edges): ") and reason in lines[0]
+    assert lines[-1].endswith("checked 3 file(s) of 3 table(s): 1 problem(s)")
