@@ -1,19 +1,23 @@
 """SQL a user typed (``grace sql``, :meth:`storage.lake.Lake.query`), run so that it can only
 read the lake's own tables and views.
 
-Two independent walls, each enough on its own for the attacks seen so far:
+Two walls. The second stops every read of a file that is not the lake's, but not a write
+into the lake's own table folder (DuckDB's allow-list opens a folder for reading and writing
+alike); the first stops every write:
 
-1. **What may run** is decided from DuckDB's own parse, never from keywords
-   (:func:`readonly_statement`): exactly one statement, of parsed type ``SELECT`` (``WITH``,
+1. **What may run** is decided from DuckDB's own parse (statement type and parse tree), with
+   one keyword check where DuckDB gives no tree (:func:`readonly_statement`): exactly one statement, of parsed type ``SELECT`` (``WITH``,
    ``VALUES``, ``FROM``-first, ``UNPIVOT``, ``DESCRIBE``, ``SUMMARIZE``, ``SHOW``, ``PIVOT … IN``
    included), a ``PIVOT`` whose columns come from the data (parsed type ``MULTI``), or an
    ``EXPLAIN`` of one of these. Two holes of the parsed type are closed on the parse tree:
    a ``SELECT`` may carry a data-modifying ``WITH`` clause (``WITH x AS (COPY … TO 'f') SELECT 1``
    parses as ``SELECT`` and writes ``f``), so every query node of its JSON parse tree
-   (``json_serialize_sql``) must be a plain query node; and ``MULTI`` hides the statement inside,
-   so it runs as ``SELECT * FROM (…)``, which parses only if it is a query and where DuckDB refuses
-   a data-modifying ``WITH``. ``EXPLAIN ANALYZE`` runs its statement and is refused whatever it
-   explains.
+   (``json_serialize_sql``) must be a plain query node; and ``MULTI`` has no parse tree to
+   inspect while DuckDB runs its first statement (the query for the pivot's columns, ``WITH``
+   clause included) before binding the rest, so one holding a ``COPY``/``INSERT``/``UPDATE``/
+   ``DELETE``/``MERGE`` keyword (DuckDB's tokenizer) is refused, and the rest runs as
+   ``SELECT * FROM (…)``, which parses only if it is a query. ``EXPLAIN ANALYZE`` runs its
+   statement and is refused whatever it explains.
 2. **What it can reach** (:func:`sandbox`): a fresh in-memory DuckDB that attaches the catalog
    read-only, with external access off except for the lake's table files, automatic extension
    install and load off, a memory limit, no spilling to disk, a bounded thread count, and the
@@ -43,6 +47,12 @@ QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NOD
 """Parse-tree query nodes that only read; any other ``*_NODE`` (``COPY_QUERY_NODE``,
 ``INSERT_QUERY_NODE``, ``DELETE_QUERY_NODE``, …) is a write hidden in a ``WITH`` clause."""
 
+WRITE_KEYWORDS = frozenset({"copy", "insert", "update", "delete", "merge"})
+"""Statements a ``WITH`` clause may hold besides ``SELECT``. A ``MULTI`` statement (a ``PIVOT``
+whose columns come from the data) has no parse tree to inspect, and DuckDB runs its first
+statements (the query for the pivot's columns, ``WITH`` clause included) before binding the
+rest, so one holding any of these keywords is refused outright."""
+
 CATALOG_ALIAS = "catalog"
 BATCH_ROWS = 65_536
 _SIZE = re.compile(SIZE_PATTERN)
@@ -68,21 +78,29 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _parse(sql: str) -> list[Any]:
-    """DuckDB's statements of ``sql``; a statement type the Python client cannot name is refused."""
+    """DuckDB's statements of ``sql``."""
     try:
         return duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise QueryFailed(f"invalid SQL: {_first_line(exc)}") from None
-    except ValueError:  # e.g. UPDATE EXTENSIONS: a statement type newer than the client's enum
-        raise ReadOnlyQuery("grace sql is read-only: this statement is refused (only SELECT)") from None
 
 
-def _tokens(sql: str) -> Iterator[tuple[int, str]]:
-    """(offset, text) of each token of ``sql`` but comments, by DuckDB's own tokenizer."""
+def _kind(statement: Any) -> str:
+    """The parsed type of ``statement`` (``SELECT``, ``MULTI``, ``COPY``, …); ``UNKNOWN`` for a
+    type the Python client cannot name (``UPDATE EXTENSIONS`` in duckdb 2.0.1), which is refused."""
+    try:
+        return statement.type.name
+    except ValueError:
+        return "UNKNOWN"
+
+
+def _tokens(sql: str, *, keywords_only: bool = False) -> Iterator[tuple[int, str]]:
+    """(offset, text) of each token of ``sql`` but comments (or of its keywords only), by
+    DuckDB's own tokenizer, the scanner of its parser."""
     toks = duckdb.tokenize(sql)
     for i, (start, kind) in enumerate(toks):
         end = toks[i + 1][0] if i + 1 < len(toks) else len(sql)
-        if kind != duckdb.token_type.comment:
+        if kind != duckdb.token_type.comment and (kind == duckdb.token_type.keyword or not keywords_only):
             yield start, sql[start:end].strip()
 
 
@@ -162,22 +180,28 @@ def readonly_statement(sql: str) -> str:
         raise ReadOnlyQuery(f"grace sql runs exactly one SELECT statement, got {len(statements)} statements")
     text = statements[0].query
     prefix, body = _split_explain(text)
-    if statements[0].type.name == "EXPLAIN" and not prefix:
+    if _kind(statements[0]) == "EXPLAIN" and not prefix:
         raise ReadOnlyQuery("grace sql is read-only: this EXPLAIN is refused (only EXPLAIN of a SELECT)")
     inner = _parse(body) if prefix else statements
     if len(inner) != 1:
         raise ReadOnlyQuery(f"grace sql explains exactly one SELECT statement, got {len(inner)} statements")
-    kind = inner[0].type.name
+    kind = _kind(inner[0])
     if kind == "SELECT":
         _check_select_tree(inner[0].query)
         return text
     if kind == "MULTI":  # a PIVOT whose columns come from the data: DuckDB first runs a query for them
+        writes = sorted({t.lower() for _, t in _tokens(inner[0].query, keywords_only=True)} & WRITE_KEYWORDS)
+        if writes:
+            raise ReadOnlyQuery(
+                f"grace sql is read-only: a PIVOT holding {', '.join(w.upper() for w in writes)} is refused "
+                "(only SELECT; quote a column named like a keyword)"
+            )
         wrapped = f"SELECT * FROM (\n{inner[0].query}\n)"
         try:
             check = duckdb.extract_statements(wrapped)
-        except (duckdb.Error, ValueError):
+        except duckdb.Error:
             check = []
-        if len(check) != 1 or check[0].type.name not in ("MULTI", "SELECT"):
+        if len(check) != 1 or _kind(check[0]) not in ("MULTI", "SELECT"):
             raise ReadOnlyQuery("grace sql is read-only: this statement is refused (only SELECT, PIVOT and EXPLAIN of them)")
         return prefix + wrapped
     raise ReadOnlyQuery(f"grace sql is read-only: {kind} statements are refused (only SELECT)")
