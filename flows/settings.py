@@ -64,11 +64,13 @@ def _is_secret(field: str) -> bool:
     return info is not None and SecretStr in (info.annotation, *getattr(info.annotation, "__args__", ()))
 
 
-def _problem(error: Any, overrides: dict[str, object]) -> str:
-    """One pydantic error as ``NAME: problem, got VALUE`` (the value of a secret is never shown)."""
+def _problem(error: Any, overrides: dict[str, object] | None) -> str:
+    """One pydantic error as ``NAME: problem, got VALUE`` (the value of a secret is never shown).
+    ``overrides`` None: a model other than the settings, its fields named as they are."""
     loc = error.get("loc") or ()
     field = str(loc[0]) if loc else ""
-    name = setting_name(field, overrides) if field in GraceSettings.model_fields else (field or "settings")
+    named = overrides is not None and field in GraceSettings.model_fields
+    name = setting_name(field, overrides) if named else (field or "settings")
     name += "".join(f"[{part}]" for part in loc[1:])
     msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
     msg = msg[:1].lower() + msg[1:]
@@ -79,8 +81,9 @@ def _problem(error: Any, overrides: dict[str, object]) -> str:
 
 
 def validation_message(exc: ValidationError, overrides: dict[str, object] | None = None) -> str:
-    """Every error of ``exc`` on one line, each naming its setting (see :func:`setting_name`)."""
-    return "; ".join(_problem(e, overrides or {}) for e in exc.errors())
+    """Every error of ``exc`` on one line, each naming its setting (see :func:`setting_name`);
+    without ``overrides``, each naming its field (a model other than the settings)."""
+    return "; ".join(_problem(e, overrides) for e in exc.errors())
 
 
 def build_settings(**overrides: object) -> GraceSettings:

@@ -39,6 +39,7 @@ class ScoringParams(BaseModel):
         if not (w[0] > w[1] > w[2] > w[3] > 0):
             raise InvalidSettings(
                 "edge weights must satisfy w_anchor > w_agree > w_neutral > w_contra > 0, got "
-                f"anchor={w[0]}, agree={w[1]}, neutral={w[2]}, contra={w[3]}"
+                f"anchor={w[0]}, agree={w[1]}, neutral={w[2]}, contra={w[3]} "
+                "(GRACE_W_ANCHOR, GRACE_W_AGREE, GRACE_W_NEUTRAL, GRACE_W_CONTRA or the --w-* options)"
             )
         return self

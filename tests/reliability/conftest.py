@@ -1,0 +1,46 @@
+"""Shared by the reliability probes (issue 11): the moto S3 server fixture, and a tally of
+probes that prints the issue's totals at the end of a run (probes tried, clear errors,
+tracebacks, attacks that got through, rows lost). A probe's test still asserts its outcome;
+the tally only counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable
+
+import pytest
+
+from tests.storage.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+
+
+@dataclass
+class Tally:
+    probes: int = 0
+    clear_errors: int = 0
+    tracebacks: int = 0
+    got_through: int = 0
+    rows_lost: int = 0
+
+    def record(self, *, clear_error: bool, traceback: bool = False, got_through: bool = False, rows_lost: int = 0) -> None:
+        """Count one probe and what it showed."""
+        self.probes += 1
+        self.clear_errors += clear_error
+        self.tracebacks += traceback
+        self.got_through += got_through
+        self.rows_lost += max(rows_lost, 0)
+
+
+TALLIES: dict[str, Tally] = {}
+
+
+@pytest.fixture(scope="session")
+def tally() -> Callable[[str], Tally]:
+    """``tally(group)``: the :class:`Tally` of one group of probes (e.g. ``"sql attacks"``)."""
+    return lambda group: TALLIES.setdefault(group, Tally())
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for group, t in sorted(TALLIES.items()):
+        terminalreporter.write_line(
+            f"reliability {group}: " + ", ".join(f"{f.name.replace('_', ' ')} {getattr(t, f.name)}" for f in fields(t))
+        )
