@@ -1,7 +1,9 @@
 """``grace eval``: measure GRACE on QASPER / QuALITY files — the paper's retrieval QA table
 (``qa``) and its expansion protocol (``expansion``). Reports go to ``--out``; the same figures
 go into the lake's ``evaluations`` table (once per run: the same data and settings are not
-written twice)."""
+written twice). Model calls are answered from and recorded into the same lake's call cache;
+a run with failed or capped model items writes and stores no figures
+(:mod:`flows.eval_workers`)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from flows.settings import GraceSettings, build_settings
 from grace_core.documents import content_id, parse_batch
 from grace_core.errors import GraceError
 from flows.eval_reports import expansion_report_files, qa_report_files
-from flows.eval_workers import run_papers_in_workers
+from flows.eval_workers import commit_calls, eval_roles, refuse_faulty, run_papers_in_workers
 from grace_core.evaluation.expansion import evaluate_expansion, expansion_papers, summarise
 from grace_core.evaluation.expansion_report import number
 from grace_core.evaluation.qa_harness import (
@@ -42,7 +44,6 @@ from grace_core.evaluation.qa_harness import (
     evaluate_qa,
 )
 from grace_core.evaluation.records import expansion_records, qa_records
-from grace_core.models.factory import build_roles
 from storage.lake import Lake
 from storage.report_files import write_report_folder
 
@@ -151,11 +152,15 @@ def qa(
     batch = parse_batch(content, str(data))
     check_dataset(batch, dataset)
     settings = build_settings(backend=backend, lake=lake)
-    roles = build_roles(settings)
+    roles, cache = eval_roles(settings)
     start = time.monotonic()
-    with progress_bar(f"{dataset} questions", batch.questions.height) as advance:
-        result = evaluate_qa(batch, dataset, roles, settings, alpha=settings.alpha, k=top,
-                             context_passages=settings.context_passages, progress=advance)
+    try:
+        with progress_bar(f"{dataset} questions", batch.questions.height) as advance:
+            result = evaluate_qa(batch, dataset, roles, settings, alpha=settings.alpha, k=top,
+                                 context_passages=settings.context_passages, progress=advance)
+    finally:
+        commit_calls(settings, cache.pending())
+    refuse_faulty("qa", roles.failures())
     seconds = time.monotonic() - start
     write_report_folder(out, qa_report_files(result.metrics, data=str(data), backend=settings.backend, seconds=seconds))
     run_settings = result_settings(settings, top=top)
@@ -200,10 +205,16 @@ def expansion(
     start = time.monotonic()
     with progress_bar(f"papers × {rounds + consolidation_rounds + 1} rounds", len(doc_ids)) as advance:
         if workers == 1:
-            metrics = evaluate_expansion(batch, build_roles(settings), settings, progress=advance, **options)
+            roles, cache = eval_roles(settings)
+            try:
+                metrics = evaluate_expansion(batch, roles, settings, progress=advance, **options)
+            finally:
+                commit_calls(settings, cache.pending())
+            failures = roles.failures()
         else:
-            runs = run_papers_in_workers(settings, content, str(data), doc_ids, options, workers=workers, progress=advance)
+            runs, failures = run_papers_in_workers(settings, content, str(data), doc_ids, options, workers=workers, progress=advance)
             metrics = summarise(runs, rounds, consolidation_rounds)
+    refuse_faulty("expansion", failures)
     seconds = time.monotonic() - start
     run_settings = result_settings(settings, rounds=rounds, consolidation_rounds=consolidation_rounds)
     shown = {k: run_settings[k] for k in ("backend", "rounds", "budget", "hallucination_rate", "context_passages", "seed")}

@@ -44,6 +44,10 @@ class ModelRoles:
         if self.client is not None:
             self.client.start_round(round_no, spent_usd)
 
+    def failures(self) -> list[tuple[str, str, str | None]]:
+        """(role, outcome, error) of the model items that failed or were capped this round."""
+        return self.client.failures() if self.client is not None else []
+
     @property
     def backend(self) -> str:
         """What really answers: ``offline`` when no role calls litellm, else ``litellm``."""

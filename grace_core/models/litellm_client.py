@@ -93,6 +93,7 @@ class LiteLLMClient:
         self._lock = threading.Lock()
         self._stats = UsageStats()
         self._in_flight: dict[str, Future[CallResult[Any]]] = {}
+        self._failures: list[tuple[str, str, str | None]] = []
         key = config.api_key.get_secret_value() if config.api_key is not None else None
         self.redact = Redactor.from_environment(os.environ, key)
 
@@ -104,6 +105,7 @@ class LiteLLMClient:
         cap = self.config.spend_cap_usd
         with self._lock:
             self._stats = UsageStats(round=round_no, cost_usd=spent_usd, spend_cap_reached=cap is not None and spent_usd >= cap)
+            self._failures = []
 
     def usage(self) -> UsageStats:
         """Counters of the current round."""
@@ -285,7 +287,7 @@ class LiteLLMClient:
         if flight is not None:
             result = flight.result()  # the leader's exception, if it raised, is raised here too
             self._count(deduplicated=1)
-            return result
+            return self._noted(role, result)
         if value is not None:
             self._count(cache_hits=1)
             return CallResult(value, "ok")
@@ -296,10 +298,22 @@ class LiteLLMClient:
             raise
         else:
             mine.set_result(result)
-            return result
+            return self._noted(role, result)
         finally:
             with self._lock:
                 del self._in_flight[key]
+
+    def _noted(self, role: str, result: CallResult[T]) -> CallResult[T]:
+        if result.outcome in ("failed", "capped"):
+            with self._lock:
+                self._failures.append((role, result.outcome, result.error))
+        return result
+
+    def failures(self) -> list[tuple[str, str, str | None]]:
+        """(role, outcome, redacted error) of every item that failed or was capped since
+        :meth:`start_round`."""
+        with self._lock:
+            return list(self._failures)
 
     def _call(
         self,
