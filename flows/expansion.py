@@ -1,5 +1,6 @@
-"""``expansion_round``: the parent flow of one round — ingest the last round's verdicts, ingest
-new batches, build, score, dispatch."""
+"""``expansion_round``: the parent flow of one round — ingest returned verdict files and new
+batches, build, settle and score (:mod:`grace_core.round`), dispatch — with the metrics per
+round as its artifacts."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from flows.ingest import watch_inbox
 from flows.params import RoundParams, RunOptions, StageParams
 from flows.review import dispatch_reviews, ingest_verdicts
 from flows.runtime import open_lake, timestamp
-from flows.score import score_round
+from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
 
 
@@ -57,6 +58,6 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
         watch_inbox(RunOptions(**params.model_dump(include=set(RunOptions.model_fields))))
     with chunk_task_runner(settings) as runner:
         build_graphs.with_options(task_runner=runner)(stage)
-        metrics = score_round.with_options(task_runner=runner)(stage)
+        score_round.with_options(task_runner=runner)(stage)
     dispatch_reviews(stage)
-    return metrics
+    return publish_metrics(settings, round_id)  # after dispatch: the round's deferrals are in

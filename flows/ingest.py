@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NONE
+from prefect import flow, get_run_logger
 
 from flows.params import IngestParams, RunOptions
 from flows.runtime import open_lake
 from flows.settings import GraceSettings
+from flows.tasks import grace_task
 from grace_core.errors import InvalidBatch
 from storage.inbox import Inbox, read_batch_file
 from storage.ingest import ingest_batch as ingest_into_lake
 
 
-@task(retries=2, retry_delay_seconds=5, cache_policy=NONE)
+@grace_task()
 def ingest_file(settings: GraceSettings, uri: str) -> str:
     name, data = read_batch_file(uri, settings, settings)
     return ingest_into_lake(open_lake(settings), data, name, settings.prior_sections, settings).summary()
@@ -27,7 +27,7 @@ def ingest_batch(params: IngestParams) -> str:
     return summary
 
 
-@task(retries=2, retry_delay_seconds=5, cache_policy=NONE)
+@grace_task()
 def ingest_inbox(settings: GraceSettings, inbox_uri: str) -> list[str]:
     """Ingest the inbox's batches one at a time, oldest name first; quarantine malformed ones."""
     inbox = Inbox.open(inbox_uri, settings)

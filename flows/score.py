@@ -94,16 +94,27 @@ def metrics_markdown(metrics: pl.DataFrame, round_id: int) -> str:
 
     return (
         f"# Round {round_id}\n\n"
-        f"| documents | claims | grounded | boundary | refuted | PCR | KF | deferred | confirmed | rejected | yield | cascade |\n"
-        f"|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| documents | claims | grounded | boundary | refuted | PCR | KF | deferred | confirmed | rejected | pending | yield | cascade |\n"
+        f"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         f"| {m['n_documents']} | {m['n_claims']} | {m['n_grounded']} | {m['n_boundary']} | {m['n_refuted']} | {pct(m['pcr'])} | "
-        f"{m['kf']:.2f} | {m['n_deferred']} | {m['n_confirmed']} | {m['n_rejected']} | {pct(m['yield'])} | {m['cascade']:.2f} |\n"
+        f"{m['kf']:.2f} | {m['n_deferred']} | {m['n_confirmed']} | {m['n_rejected']} | {m['n_pending']} | {pct(m['yield'])} | {m['cascade']:.2f} |\n"
     )
+
+
+def publish_metrics(settings: GraceSettings, round_id: int) -> list[dict]:
+    """Publish the lake's metrics per round as the run's table and markdown artifacts; returns
+    the rows (:data:`METRIC_COLUMNS`)."""
+    metrics = round_metrics(settings)
+    table = metrics.select([c for c in METRIC_COLUMNS if c in metrics.columns])
+    create_table_artifact(key="grace-round-metrics", table=table.to_dicts(), description="GRACE metrics per round")
+    create_markdown_artifact(key="grace-round-report", markdown=metrics_markdown(metrics, round_id), description=f"Round {round_id}")
+    return table.to_dicts()
 
 
 @flow(name="score_round", log_prints=True)
 def score_round(params: StageParams) -> list[dict]:
-    """Score every document with claims; publish the round's metrics as artifacts."""
+    """The round's settle and scoring step for every document with claims; publish the
+    round's metrics as artifacts."""
     settings = params.settings()
     logger = get_run_logger()
     doc_ids = documents_with_claims(settings)
@@ -112,8 +123,4 @@ def score_round(params: StageParams) -> list[dict]:
     futures = [score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], now) for i in range(0, len(doc_ids), n)]
     scored = sum(f.result() for f in futures)
     logger.info("round %d: scored %d claims of %d documents", params.round_id, scored, len(doc_ids))
-    metrics = round_metrics(settings)
-    table = metrics.select([c for c in METRIC_COLUMNS if c in metrics.columns])
-    create_table_artifact(key="grace-round-metrics", table=table.to_dicts(), description="GRACE metrics per round")
-    create_markdown_artifact(key="grace-round-report", markdown=metrics_markdown(metrics, params.round_id), description=f"Round {params.round_id}")
-    return table.to_dicts()
+    return publish_metrics(settings, params.round_id)

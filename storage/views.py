@@ -32,17 +32,17 @@ none aggregates votes itself.
   text, current status and decision; ``overdue`` once past its deadline (the flows return
   overdue claims to the pool).
 - ``reviewer_stats``: per round and reviewer: counts per verdict, mean seconds per verdict,
-  agreement (share of their latest votes on claims with ≥ 2 votes that equal the claim's
-  decided outcome) and the round's Fleiss' kappa over claims with ≥ 2 votes (categories
-  confirm, reject, abstain; each reviewer's latest vote, p_j pooled over all votes, so items
-  may have different numbers of raters).
+  agreement (share of their votes of the round, on claims with ≥ 2 votes in it, that equal the
+  claim's decided outcome) and the round's Fleiss' kappa over claims with ≥ 2 votes
+  (categories confirm, reject, abstain; each reviewer's latest vote of the round, p_j pooled
+  over all votes, so items may have different numbers of raters).
 """
 
 from __future__ import annotations
 
 _LATEST_VOTES = """
     SELECT * FROM verdicts
-    QUALIFY row_number() OVER (PARTITION BY doc_id, claim_id, reviewer ORDER BY round DESC, created_at DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY round, doc_id, claim_id, reviewer ORDER BY created_at DESC) = 1
 """
 
 DERIVED_VIEWS: dict[str, str] = {
@@ -147,7 +147,7 @@ DERIVED_VIEWS: dict[str, str] = {
     "review_queue": """
         WITH latest AS (
             SELECT * FROM deferrals
-            QUALIFY row_number() OVER (PARTITION BY doc_id, claim_id, reviewer ORDER BY round DESC, created_at DESC) = 1
+            QUALIFY row_number() OVER (PARTITION BY round, doc_id, claim_id, reviewer ORDER BY created_at DESC) = 1
                 AND round = max(round) OVER (PARTITION BY doc_id, claim_id)
         )
         SELECT d.doc_id, d.claim_id, d.round, d.reviewer, d.rank, d.gain, d.priority, d.confidence,
@@ -190,10 +190,12 @@ DERIVED_VIEWS: dict[str, str] = {
                count(*) FILTER (WHERE v.verdict = 'reject') AS n_reject,
                count(*) FILTER (WHERE v.verdict = 'abstain') AS n_abstain,
                avg(v.seconds_spent) AS mean_seconds,
-               avg(CASE WHEN o.n_votes >= 2 AND o.outcome <> 'pending' THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
+               avg(CASE WHEN i.n >= 2 AND o.outcome <> 'pending' THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
                any_value(k.fleiss_kappa) AS fleiss_kappa
         FROM votes v
         LEFT JOIN verdict_outcomes o ON o.doc_id = v.doc_id AND o.claim_id = v.claim_id
+        LEFT JOIN (SELECT round, doc_id, claim_id, count(*) AS n FROM votes GROUP BY ALL) i
+          ON i.round = v.round AND i.doc_id = v.doc_id AND i.claim_id = v.claim_id
         LEFT JOIN kappa k ON k.round = v.round
         GROUP BY v.round, v.reviewer
     """,

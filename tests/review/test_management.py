@@ -18,6 +18,7 @@ from flows.review import dispatch_reviews, ingest_verdicts
 from flows.score import score_round
 from flows.verdicts import ingest_verdict_file
 from grace_core.assignment import VERIFIER
+from grace_core.decisions import decide
 from storage.lake import Lake
 from tests.review.conftest import T0, build_lake, stage
 
@@ -163,6 +164,7 @@ def test_reviewer_stats_counts_seconds_agreement_and_fleiss_kappa(tmp_path: Path
         vote("c5", "a", "confirm", 40),  # a single vote: outside agreement and kappa
         vote("c1", "a", "confirm", 5, rnd=2), vote("c1", "b", "confirm", 5, rnd=2),
     ])})
+    lake.commit("stats/settle", {"decisions": decide(lake.read("verdicts"), 1).with_columns(round=pl.lit(3, pl.Int32))})
     stats = {(r["round"], r["reviewer"]): r for r in lake.query("SELECT * FROM reviewer_stats").to_dicts()}
     a, b, c = stats[(1, "a")], stats[(1, "b")], stats[(1, "c")]
     assert (a["n_verdicts"], a["n_confirm"], a["n_reject"], a["n_abstain"]) == (5, 4, 1, 0)

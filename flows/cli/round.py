@@ -1,0 +1,45 @@
+"""``grace round``: one expansion round now, exactly as the nightly deployment runs it (the
+``expansion_round`` flow, on the configured Prefect API or a temporary server), then the
+round's metrics. ``grace ingest batch.jsonl && grace round`` is how a user without a Prefect
+server works."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from flows.cli import app
+from flows.cli.demo import metrics_table
+from flows.cli.lake import LAKE_HELP
+from flows.settings import build_settings
+from grace_core.errors import LakeError
+
+
+@app.command("round")
+def round_(
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+    budget: Optional[float] = typer.Option(None, "--budget", min=0, help="Review budget of this round (default: GRACE_BUDGET or 3.0)."),
+    round_id: Optional[int] = typer.Option(None, "--round", min=1, help="Round to run (default: the one after the last dispatched round)."),
+) -> None:
+    """Run one expansion round now — verdicts in, build, settle (decide, promote, cascade),
+    score, dispatch — as a Prefect flow run, and print the metrics per round."""
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from flows.expansion import expansion_round
+    from flows.params import RoundParams
+    from flows.prefect_server import prefect_api
+    from storage.lake import Lake
+
+    settings = build_settings(lake=lake, budget=budget)
+    target = Lake.open(settings, must_exist=True)
+    if target.read("documents", columns=["doc_id"]).height == 0:
+        raise LakeError(f"lake {target.uri} has no documents: ingest a batch first (grace ingest BATCH.jsonl)")
+    console = Console(width=max(150, Console().width))
+    with prefect_api() as (api_url, temporary):
+        where = f"temporary Prefect server {api_url}" if temporary else f"Prefect API {api_url}"
+        with console.status(f"expansion round on {target.uri} ({where})…"):
+            metrics = expansion_round(RoundParams(round_id=round_id, lake=target.uri, budget=budget))
+    console.print(metrics_table(metrics))
+    console.print(f"round {metrics[-1]['round']} done on lake {target.uri}")
