@@ -147,7 +147,7 @@ DERIVED_VIEWS: dict[str, str] = {
     "review_queue": """
         WITH latest AS (
             SELECT * FROM deferrals
-            QUALIFY row_number() OVER (PARTITION BY round, doc_id, claim_id, reviewer ORDER BY created_at DESC) = 1
+            QUALIFY row_number() OVER (PARTITION BY doc_id, claim_id, reviewer ORDER BY round DESC, created_at DESC) = 1
                 AND round = max(round) OVER (PARTITION BY doc_id, claim_id)
         )
         SELECT d.doc_id, d.claim_id, d.round, d.reviewer, d.rank, d.gain, d.priority, d.confidence,
