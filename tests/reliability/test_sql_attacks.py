@@ -33,7 +33,7 @@ import pytest
 from tests.conftest import REPO
 from tests.storage.conftest import make_bucket
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
 COUNTED = ("documents", "sources", "questions", "batches")
@@ -68,6 +68,8 @@ ATTACKS: list[tuple[str, str]] = [
     ("with-copy-pivot-cte", "WITH x AS (" + COPY_OVER + "), y AS (PIVOT sources ON source_kind USING count(*)) SELECT * FROM y"),
     ("with-copy-pivot-in", "WITH x AS (" + COPY_OVER + ") PIVOT sources ON source_kind IN ('prior') USING count(*)"),
     ("with-copy-unpivot", "WITH x AS (" + COPY_OVER + ") UNPIVOT documents ON title INTO NAME k VALUE v"),
+    ("pivot-subquery-copy", "PIVOT (WITH x AS (" + COPY_OVER + ") SELECT * FROM sources) ON source_kind USING count(*)"),
+    ("with-delete-pivot", "WITH x AS (DELETE FROM lake_files RETURNING *) PIVOT sources ON source_kind USING count(*)"),
     ("explain-with-copy-pivot", "EXPLAIN WITH x AS (" + COPY_OVER + ") PIVOT sources ON source_kind USING count(*)"),
     ("nested-with-copy", "SELECT * FROM (WITH x AS (" + COPY_OVER + ") SELECT 1)"),
     ("with-insert", "WITH x AS (INSERT INTO lake_files SELECT * FROM lake_files RETURNING *) SELECT 1"),
