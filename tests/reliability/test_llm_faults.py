@@ -20,6 +20,7 @@ tracebacks and, as ``got through``, probes that leaked a secret or committed a p
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -117,6 +118,8 @@ def leaks(root: str, *texts: str) -> list[str]:
         found += ["prefect log" for log in paged(client.read_logs) if KEY in log.message]
         for run in paged(client.read_flow_runs):
             found += [f"prefect flow run {run.name}"] if KEY in repr(run.parameters) + repr(run.state and run.state.message) else []
+        for run in paged(client.read_task_runs):
+            found += [f"prefect task run {run.name}"] if KEY in repr(run.task_inputs) + repr(run.state and run.state.message) else []
     return found
 
 
@@ -235,6 +238,42 @@ def test_with_no_retries_a_flaky_server_leaves_documents_whole_and_the_next_roun
     claims = lake_of(root).read("claims")
     assert claims["doc_id"].n_unique() == 3
     assert set(claims.filter(pl.col("round") == 2)["doc_id"].to_list()).isdisjoint(built_before), "built documents are not rebuilt"
+    tally(GROUP).record(clear_error=True, got_through=not unbuilt_docs_have_no_rows(root))
+
+
+@pytest.mark.slow
+def test_reaching_the_spend_cap_is_a_warning_with_the_amounts_and_the_skipped_work_is_done_next_round(
+    llm: OpenAICompatibleServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    tally: Callable[[str], Tally],
+) -> None:
+    for k, v in litellm_env(llm, GRACE_CONCURRENCY="1").items():
+        monkeypatch.setenv(k, v)
+    (tmp_path / "uncapped").mkdir()
+    full = ingested(tmp_path / "uncapped", 1)
+    assert run_build(full, 1)[0] is not None
+    cost = float(lake_of(full).read("llm_calls")["cost_usd"].sum())
+    cap = round(cost / 3, 6)  # the document needs about three rounds of spend
+    monkeypatch.setenv("GRACE_SPEND_CAP_USD", str(cap))
+    root = ingested(tmp_path, 1)
+    with caplog.at_level(logging.WARNING):
+        result, error = run_build(root, 1)
+    assert error == "" and result is not None, error
+    assert result["capped_items"] > 0 and result["unbuilt"] == 1 and result["documents"] == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "spend cap reached" in r.getMessage()]
+    assert any("round 1: spend cap reached: $" in w and f"cap of ${cap:.6f} per round" in w and "model items skipped" in w
+               and "1 documents left for the next round" in w for w in warnings), warnings
+    assert unbuilt_docs_have_no_rows(root)
+    calls = lake_of(root).read("llm_calls")
+    assert cap <= calls["cost_usd"].sum() < cost
+    ok_round_1 = set(calls.filter(pl.col("outcome") == "ok")["key"].to_list())
+    for round_id in range(2, 8):
+        result, error = run_build(root, round_id)
+        assert error == "" and result is not None
+        if result["documents"] == 1:
+            break
+    assert result["documents"] == 1 and result["capped_items"] == 0, "later rounds finish the capped work"
+    later = lake_of(root).read("llm_calls").filter(pl.col("round") > 1)
+    assert not set(later["key"].to_list()) & ok_round_1, "no call paid in round 1 is paid again"
     tally(GROUP).record(clear_error=True, got_through=not unbuilt_docs_have_no_rows(root))
 
 
