@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from importlib.resources import files
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from rich.table import Table
 
 from flows.cli import app
 from flows.settings import GraceSettings
+
+if TYPE_CHECKING:
+    from storage.lake import Lake
 
 SAMPLE = "qasper_demo.jsonl"
 DEMO_PRIORS = ["Abstract", "Introduction"]  # the paper's round-0 priors; the other sections are passages
@@ -53,14 +56,14 @@ def models_line(settings: GraceSettings) -> str:
     return "litellm models (" + ", ".join(f"{role} {model}" for role, model in roles.items()) + ")"
 
 
-def round_line(lake: object, settings: GraceSettings, round_id: int) -> str:  # lake: storage.lake.Lake
+def round_line(lake: Lake, settings: GraceSettings, round_id: int) -> str:
     """``round N done``, with the documents the round left unbuilt and why (the spend cap)."""
-    docs = lake.read("documents", columns=["doc_id"])  # type: ignore[attr-defined]
-    built = lake.read("claims", columns=["doc_id"]).unique()  # type: ignore[attr-defined]
+    docs = lake.read("documents", columns=["doc_id"])
+    built = lake.read("claims", columns=["doc_id"]).unique()
     left = docs.join(built, on="doc_id", how="anti").height
     if not left:
         return f"round {round_id} done: {docs.height} documents built"
-    spent = lake.read("llm_calls", rounds=[round_id], columns=["cost_usd"])["cost_usd"].sum() or 0.0  # type: ignore[attr-defined]
+    spent = lake.read("llm_calls", rounds=[round_id], columns=["cost_usd"])["cost_usd"].sum() or 0.0
     cap = "" if settings.spend_cap_usd is None else f"; spend cap ${settings.spend_cap_usd:.4f} reached (${spent:.4f} spent)"
     return f"round {round_id} done: {docs.height - left} of {docs.height} documents built, {left} skipped and left for the next round{cap}"
 
