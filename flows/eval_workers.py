@@ -62,7 +62,7 @@ _WORKER: dict[str, GraceSettings | DocumentBatch | ModelRoles | LakeCallCache] =
 def _start(settings: GraceSettings, content: bytes, name: str) -> None:
     roles, cache = eval_roles(settings)
     roles.start_round(0)  # one spend counter per worker for the whole run
-    _WORKER.update(settings=settings, batch=parse_batch(content, name), roles=roles, cache=cache)
+    _WORKER.update(settings=settings, batch=parse_batch(content, name, skip_invalid=True), roles=roles, cache=cache)
 
 
 def _run(doc_id: str, options: dict) -> tuple[PaperRun, pl.DataFrame, list[Failure]]:

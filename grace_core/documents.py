@@ -8,22 +8,35 @@ One document per line (blank lines are skipped). Accepted shapes:
 - **QASPER** (``id, title, abstract, sections, questions``): the abstract becomes a first
   prior section named ``Abstract``; other fields (``split``, ``figures_and_tables``, …) are ignored;
 - **QuALITY** (``article_id, title, article, questions``): ``article_id`` stands for ``id`` and
-  ``article`` for ``text``.
+  ``article`` for ``text``; HTML remnants of the article (comments, ``script``/``style``
+  blocks, HTML tags, character entities) are removed, block tags becoming paragraph breaks.
 
 Priors are the named sections when a document has sections (sections without any non-blank
 paragraph are skipped; a section's paragraphs are joined by a blank line), else chunks of at
 most :data:`CHUNK_WORDS` words cut at paragraph boundaries (a longer paragraph is cut between
 words), named ``Chunk 1``, ``Chunk 2``, ….
 
-A question is ``{"question", "id"?, "options"?: [str], …}``; every other key (QASPER's
-``answers``, QuALITY's ``gold_label``, …) is kept as canonical JSON in ``gold_json`` for
-evaluation. Without an ``id`` a question gets a content-hash id.
+Real files as they come: a section whose name is empty or null is named ``Section <k>`` (its
+1-based position); sections with the same name stay separate priors; a null where a list is
+expected (``sections``, ``paragraphs``, ``questions``, ``options``) counts as an empty list and
+null items of ``sections``, ``paragraphs`` and ``questions`` are left out. A document whose id
+(``id``, else ``article_id``) is null, missing or blank gets a derived id, ``d:`` and the
+:func:`content_id` of its title and priors (names and texts), so the same content always gets
+the same id. The same document id on several lines with the same title and priors (QuALITY
+repeats an article once per question set) is one document holding the questions of all its
+lines; with another title or other priors it is a conflict.
+
+A question is ``{"question", "id"?, "options"?: [str], …}`` (``question_id`` or
+``question_unique_id`` stands for ``id``); every other key (QASPER's ``answers``, QuALITY's
+``gold_label``, …) is kept as canonical JSON in ``gold_json`` for evaluation. Without an id (or
+with a null or blank one) a question gets a content-hash id.
 
 Ids are content hashes (:func:`content_id`), so the same document always gives the same rows.
 ``content_hash`` covers everything stored for a document (title, priors, questions); the same
-id with another content hash is a conflict. Every problem raises :class:`InvalidBatch` naming
-the file, the 1-based line and the field (``sections[2].paragraphs[0]``); the first problem
-stops the parse, so a batch is accepted whole or not at all.
+id with another content hash is a conflict. Every problem raises :class:`InvalidLine` naming
+the file, the 1-based line and the field (``sections[2].paragraphs[0]``). By default the first
+problem stops the parse, so a batch is accepted whole or not at all; with ``skip_invalid``
+each unusable line is left out and listed in :attr:`DocumentBatch.skipped`.
 
 Hostile input is refused the same way: document and question ids outside the safe set of
 :mod:`grace_core.identifiers` (no ``/``, ``..``, NUL, …), a lone surrogate (``"\\ud800"``)
@@ -35,14 +48,15 @@ per document); a limit's message names the setting that raises it.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import polars as pl
 
-from grace_core.errors import InvalidBatch
+from grace_core.errors import InvalidBatch, InvalidLine
 from grace_core.identifiers import id_problem
 from grace_core.limits import InputLimits, over_limit
 
@@ -50,6 +64,9 @@ CHUNK_WORDS = 1000
 ABSTRACT_SECTION = "Abstract"
 PRIOR_PREFIX = "p:"
 QUESTION_PREFIX = "q:"
+DOCUMENT_PREFIX = "d:"
+ID_KEYS = ("id", "article_id")
+QUESTION_ID_KEYS = ("id", "question_id", "question_unique_id")
 
 DOCUMENT_SCHEMA = {
     "doc_id": pl.Utf8, "title": pl.Utf8, "content_hash": pl.Utf8, "batch_id": pl.Utf8, "line": pl.Int32,
@@ -62,6 +79,12 @@ QUESTION_SCHEMA = {
 }
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_BLOCK_TAGS = ("p", "br", "div", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table",
+               "blockquote", "pre", "html", "head", "body", "title", "center", "section", "article", "header", "footer")
+_INLINE_TAGS = ("i", "b", "em", "strong", "u", "a", "span", "font", "small", "big", "sup", "sub", "tt", "td", "th", "img",
+                "meta", "link", "cite", "code", "s", "strike", "abbr", "q", "!doctype")
+_HTML_TAG = re.compile(r"<\s*/?\s*(" + "|".join(_BLOCK_TAGS + _INLINE_TAGS) + r")\b[^<>]{0,2000}>", re.IGNORECASE)
+_HTML_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 
 
 def content_id(*parts: str) -> str:
@@ -121,6 +144,49 @@ def chunk_text(text: str, chunk_words: int = CHUNK_WORDS) -> list[str]:
     return chunks
 
 
+def _cut_between(text: str, opener: str, closer: str, *, case_blind: bool = False) -> str:
+    """``text`` without every span from ``opener`` to the next ``closer`` (to the end when
+    there is none), in one pass."""
+    hay = text.lower() if case_blind else text
+    kept: list[str] = []
+    at = 0
+    while (start := hay.find(opener, at)) >= 0:
+        stop = hay.find(closer, start + len(opener))
+        kept.append(text[at:start])
+        at = len(text) if stop < 0 else stop + len(closer)
+    return "".join(kept) + text[at:]
+
+
+def strip_html(text: str) -> str:
+    """``text`` without HTML remnants: comments and ``script``/``style`` blocks removed, the
+    tags of :data:`_BLOCK_TAGS` replaced by a paragraph break and those of :data:`_INLINE_TAGS`
+    by nothing (other ``<…>`` text, e.g. ``<unk>``, stays), character entities (``&amp;``,
+    ``&#8212;``) decoded. Linear in the length of ``text``."""
+    if "<" not in text and "&" not in text:
+        return text
+    text = _cut_between(text, "<!--", "-->")
+    for tag in ("script", "style"):
+        text = _cut_between(text, f"<{tag}", f"</{tag}>", case_blind=True)
+    text = _HTML_TAG.sub(lambda m: "\n\n" if m.group(1).lower() in _BLOCK_TAGS else "", text)
+    return _HTML_ENTITY.sub(lambda m: html.unescape(m.group()), text)
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A batch line left out by a parse with ``skip_invalid``: its 1-based ``line``, its
+    document id when one could be read (else None), the ``field`` at fault (None: the whole
+    line), the ``reason`` and the full one-line ``message`` (file, line, field, reason)."""
+
+    line: int
+    doc_id: str | None
+    field: str | None
+    reason: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class DocumentBatch:
     """A parsed batch. Frames follow :data:`DOCUMENT_SCHEMA`, :data:`PRIOR_SCHEMA` and
@@ -132,6 +198,7 @@ class DocumentBatch:
     documents: pl.DataFrame
     priors: pl.DataFrame
     questions: pl.DataFrame
+    skipped: tuple[SkippedLine, ...] = ()
 
 
 class _Line:
@@ -140,9 +207,10 @@ class _Line:
     def __init__(self, file: str, number: int) -> None:
         self.file, self.number = file, number
 
-    def fail(self, field: str | None, message: str) -> InvalidBatch:
+    def fail(self, field: str | None, message: str) -> InvalidLine:
         where = f"{self.file}: line {self.number}"
-        return InvalidBatch(f"{where}: field '{field}': {message}" if field else f"{where}: {message}")
+        text = f"{where}: field '{field}': {message}" if field else f"{where}: {message}"
+        return InvalidLine(text, line=self.number, field=field, reason=message)
 
     def text(self, obj: dict, key: str, field: str, *, required: bool = True, allow_blank: bool = False) -> str | None:
         value = obj.get(key)
@@ -156,23 +224,29 @@ class _Line:
             raise self.fail(field, "is empty")
         return value
 
-    def identifier(self, obj: dict, key: str, field: str, *, required: bool = True) -> str | None:
-        """A stripped id (:func:`grace_core.identifiers.id_problem`)."""
-        value = self.text(obj, key, field, required=required)
-        if value is None:
-            return None
-        problem = id_problem(value.strip())
-        if problem:
-            raise self.fail(field, f"id {problem}")
-        return value.strip()
+    def optional_id(self, obj: dict, keys: tuple[str, ...], field_prefix: str = "") -> tuple[str | None, str]:
+        """The first of ``keys`` with a non-null, non-blank value, stripped and checked
+        (:func:`grace_core.identifiers.id_problem`), and its key; ``(None, keys[0])`` when none has one."""
+        for key in keys:
+            value = obj.get(key)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                continue
+            if not isinstance(value, str):
+                raise self.fail(field_prefix + key, f"expected a string, got {type(value).__name__}")
+            problem = id_problem(value.strip())
+            if problem:
+                raise self.fail(field_prefix + key, f"id {problem}")
+            return value.strip(), key
+        return None, keys[0]
 
-    def items(self, obj: dict, key: str, field: str) -> list:
+    def items(self, obj: dict, key: str, field: str) -> list[tuple[int, Any]]:
+        """``(index, item)`` of the list ``obj[key]`` without its null items; a null or missing list is empty."""
         value = obj.get(key)
         if value is None:
             return []
         if not isinstance(value, list):
             raise self.fail(field, f"expected a list, got {type(value).__name__}")
-        return value
+        return [(i, item) for i, item in enumerate(value) if item is not None]
 
 
 def _check_values(obj: dict, line: _Line, limits: InputLimits) -> None:
@@ -234,22 +308,21 @@ def _too_many_paragraphs(field: str, n: int, line: _Line, limits: InputLimits) -
 def _sections(obj: dict, line: _Line, limits: InputLimits) -> list[tuple[str, str]]:
     named: list[tuple[str, str]] = []
     n_paragraphs = 0
-    for i, section in enumerate(line.items(obj, "sections", "sections")):
+    for i, section in line.items(obj, "sections", "sections"):
         where = f"sections[{i}]"
         if not isinstance(section, dict):
             raise line.fail(where, f"expected an object with name and paragraphs, got {type(section).__name__}")
-        name = line.text(section, "name", f"{where}.name")
-        paragraphs = section.get("paragraphs")
-        if not isinstance(paragraphs, list):
-            raise line.fail(f"{where}.paragraphs", "missing" if paragraphs is None else f"expected a list, got {type(paragraphs).__name__}")
+        name = line.text(section, "name", f"{where}.name", required=False, allow_blank=True)
+        name = name.strip() if name and name.strip() else f"Section {i + 1}"
+        paragraphs = line.items(section, "paragraphs", f"{where}.paragraphs")
         n_paragraphs += len(paragraphs)
         _too_many_paragraphs(f"{where}.paragraphs", n_paragraphs, line, limits)
-        for j, p in enumerate(paragraphs):
+        for j, p in paragraphs:
             if not isinstance(p, str):
                 raise line.fail(f"{where}.paragraphs[{j}]", f"expected a string, got {type(p).__name__}")
-        body = "\n\n".join(p.strip() for p in paragraphs if p.strip())
+        body = "\n\n".join(p.strip() for _, p in paragraphs if p.strip())
         if body:
-            named.append((name.strip(), body))
+            named.append((name, body))
     return named
 
 
@@ -266,6 +339,8 @@ def _priors(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> tu
         priors.append((ABSTRACT_SECTION, abstract.strip()))
     if text_key:
         body = line.text(obj, text_key, text_key)
+        if text_key == "article":
+            body = strip_html(body)
         _too_many_paragraphs(text_key, len(_PARAGRAPH_BREAK.findall(body)) + 1, line, limits)
         priors += [(f"Chunk {k}", chunk) for k, chunk in enumerate(chunk_text(body, chunk_words), start=1)]
         shape = "quality" if text_key == "article" else "text"
@@ -273,85 +348,159 @@ def _priors(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> tu
         priors += _sections(obj, line, limits)
         shape = "qasper" if "abstract" in obj else "sections"
     if not priors:
-        field = text_key or ("sections" if "sections" in obj else "text")
-        raise line.fail(field, "the document has no text (give 'text', or 'sections' with non-empty paragraphs)")
+        field_name = text_key or ("sections" if "sections" in obj else "text")
+        raise line.fail(field_name, "the document has no text (give 'text', or 'sections' with non-empty paragraphs)")
     return shape, priors
 
 
 def _questions(obj: dict, doc_id: str, line: _Line) -> list[dict[str, Any]]:
+    """The line's questions (``question_id, question, options, gold_json`` and ``field``, the
+    question's place in the line for messages), in order."""
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for i, q in enumerate(line.items(obj, "questions", "questions")):
+    for i, q in line.items(obj, "questions", "questions"):
         where = f"questions[{i}]"
         if not isinstance(q, dict):
             raise line.fail(where, f"expected an object with a question, got {type(q).__name__}")
         question = line.text(q, "question", f"{where}.question").strip()
-        qid = line.identifier(q, "id", f"{where}.id", required=False)
+        qid, id_key = line.optional_id(q, QUESTION_ID_KEYS, f"{where}.")
         qid = qid if qid is not None else QUESTION_PREFIX + content_id(doc_id, question)
         if qid in seen:
-            raise line.fail(f"{where}.id", f"question id {qid!r} appears twice in this document")
+            raise line.fail(f"{where}.{id_key}", f"question id {qid!r} appears twice in this document")
         seen.add(qid)
         options = q.get("options")
         if options is not None and not (isinstance(options, list) and all(isinstance(o, str) for o in options)):
             raise line.fail(f"{where}.options", "expected a list of strings")
-        gold = {k: v for k, v in q.items() if k not in ("id", "question", "options")}
+        gold = {k: v for k, v in q.items() if k not in ("question", "options", *QUESTION_ID_KEYS)}
         rows.append({
-            "question_id": qid, "ord": i, "question": question, "options": options,
-            "gold_json": json.dumps(gold, sort_keys=True, ensure_ascii=False) if gold else None,
+            "question_id": qid, "question": question, "options": options,
+            "gold_json": json.dumps(gold, sort_keys=True, ensure_ascii=False) if gold else None, "field": f"{where}.{id_key}",
         })
     return rows
 
 
-def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS, limits: InputLimits = InputLimits()) -> DocumentBatch:
+@dataclass
+class _Document:
+    """One document as its lines give it: its questions are those of every line that holds it."""
+
+    doc_id: str
+    id_field: str
+    title: str
+    shape: str
+    priors: list[tuple[str, str]]
+    line: int
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    question_lines: dict[str, int] = field(default_factory=dict)
+
+    def merge(self, other: _Document, line: _Line) -> None:
+        """Add ``other``'s questions (the same document on a later line); :class:`InvalidLine`
+        when its title or priors differ, or one of its question ids names another question."""
+        if (other.title, other.priors) != (self.title, self.priors):
+            raise line.fail(other.id_field, f"document {self.doc_id!r} already appears on line {self.line} with different content")
+        for qid, q in other.questions.items():
+            known = self.questions.get(qid)
+            if known is not None and _stored(known) != _stored(q):
+                raise line.fail(q["field"], f"question id {qid!r} already appears on line {self.question_lines[qid]} "
+                                            "with a different question")
+        for qid, q in other.questions.items():
+            if qid not in self.questions:
+                self.questions[qid] = q
+                self.question_lines[qid] = other.line
+
+
+def _stored(question: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in question.items() if k != "field"}
+
+
+def _document(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> _Document:
+    given_id, id_key = line.optional_id(obj, ID_KEYS)
+    title = line.text(obj, "title", "title").strip()
+    shape, named = _priors(obj, line, chunk_words, limits)
+    doc_id = given_id
+    if doc_id is None:
+        doc_id = DOCUMENT_PREFIX + content_id(title, json.dumps(named, ensure_ascii=False))
+        problem = id_problem(doc_id)
+        if problem:  # never for a content hash; checked as every id is
+            raise line.fail(id_key, f"derived id {problem}")
+    if id_key == "id" and "id" not in obj and "article_id" in obj:
+        id_key = "article_id"
+    questions = _questions(obj, doc_id, line)
+    return _Document(doc_id, id_key, title, shape, named, line.number,
+                     {q["question_id"]: q for q in questions}, {q["question_id"]: line.number for q in questions})
+
+
+def _readable_id(obj: dict | None) -> str | None:
+    """The line's document id for a report when it is a valid one, else None."""
+    for key in ID_KEYS:
+        value = obj.get(key) if obj else None
+        if isinstance(value, str) and value.strip() and id_problem(value.strip()) is None:
+            return value.strip()
+    return None
+
+
+def _frames(documents: list[_Document], bid: str) -> tuple[list[dict], list[dict], list[dict]]:
+    docs: list[dict[str, Any]] = []
+    priors: list[dict[str, Any]] = []
+    questions: list[dict[str, Any]] = []
+    for d in documents:
+        qrows = [{**_stored(q), "ord": k} for k, q in enumerate(d.questions.values())]
+        canonical = json.dumps({"title": d.title, "priors": d.priors, "questions": qrows}, sort_keys=True, ensure_ascii=False)
+        ids: set[str] = set()
+        doc_priors = []
+        for ord_, (section, body) in enumerate(d.priors):
+            sid = PRIOR_PREFIX + content_id(d.doc_id, section, body)
+            if sid not in ids:
+                ids.add(sid)
+                doc_priors.append({"doc_id": d.doc_id, "source_id": sid, "name": section, "ord": ord_, "text": body, "batch_id": bid})
+        priors += doc_priors
+        questions += [{"doc_id": d.doc_id, **q, "batch_id": bid} for q in qrows]
+        docs.append({
+            "doc_id": d.doc_id, "title": d.title, "content_hash": hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+            "batch_id": bid, "line": d.line, "source_format": d.shape,
+            "n_words": sum(len(p["text"].split()) for p in doc_priors), "n_priors": len(doc_priors), "n_questions": len(qrows),
+        })
+    return docs, priors, questions
+
+
+def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS, limits: InputLimits = InputLimits(),
+                skip_invalid: bool = False) -> DocumentBatch:
     """Parse and validate a JSONL document batch (see the module docstring for the format).
 
-    ``name`` is only used in messages and reports. Raises :class:`InvalidBatch` on the first
-    problem: bytes that are not UTF-8, a line that is not a JSON object, a missing or mistyped
-    field, an id outside the safe set, a lone surrogate, too deep nesting, a size over
-    ``limits``, a document without text, a repeated question id, a document id repeated with
-    different content, or a batch without documents.
+    ``name`` is only used in messages and reports. A line is unusable when its bytes are not
+    UTF-8, it is not a JSON object, a field is mistyped or a required one (``title``, a
+    question's ``question``) missing, an id is outside the safe set, it holds a lone surrogate,
+    too deep nesting or a size over ``limits``, the document has no text, a question id repeats
+    within it, or its document id appeared on an earlier line with other content. Without
+    ``skip_invalid`` the first unusable line raises :class:`InvalidLine`; with it, unusable
+    lines are left out and listed in ``skipped`` (a batch of them only has no documents).
+    :class:`InvalidBatch` for a batch over ``max_batch_bytes`` and, without ``skip_invalid``,
+    for a batch without documents.
     """
     if len(data) > limits.max_batch_bytes:
         raise InvalidBatch(f"{name}: " + over_limit(len(data), "bytes", "max_batch_bytes", limits.max_batch_bytes))
     bid = batch_id(data)
-    docs: list[dict[str, Any]] = []
-    priors: list[dict[str, Any]] = []
-    questions: list[dict[str, Any]] = []
-    seen: dict[str, tuple[str, int]] = {}
+    documents: dict[str, _Document] = {}
+    skipped: list[SkippedLine] = []
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
         line = _Line(name, number)
-        obj = _decode(raw, line, limits)
-        if obj is None:
-            continue
-        id_key = "id" if "id" in obj or "article_id" not in obj else "article_id"
-        doc_id = line.identifier(obj, id_key, id_key)
-        title = line.text(obj, "title", "title").strip()
-        shape, named = _priors(obj, line, chunk_words, limits)
-        qrows = _questions(obj, doc_id, line)
-        canonical = json.dumps({"title": title, "priors": named, "questions": qrows}, sort_keys=True, ensure_ascii=False)
-        digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-        if doc_id in seen:
-            if seen[doc_id][0] != digest:
-                raise line.fail(id_key, f"document {doc_id!r} already appears on line {seen[doc_id][1]} with different content")
-            continue
-        seen[doc_id] = (digest, number)
-        ids: set[str] = set()
-        doc_priors = []
-        for ord_, (section, body) in enumerate(named):
-            sid = PRIOR_PREFIX + content_id(doc_id, section, body)
-            if sid not in ids:
-                ids.add(sid)
-                doc_priors.append({"doc_id": doc_id, "source_id": sid, "name": section, "ord": ord_, "text": body, "batch_id": bid})
-        priors += doc_priors
-        questions += [{"doc_id": doc_id, **q, "batch_id": bid} for q in qrows]
-        docs.append({
-            "doc_id": doc_id, "title": title, "content_hash": digest, "batch_id": bid, "line": number,
-            "source_format": shape, "n_words": sum(len(p["text"].split()) for p in doc_priors),
-            "n_priors": len(doc_priors), "n_questions": len(qrows),
-        })
-    if not docs:
+        obj = None
+        try:
+            obj = _decode(raw, line, limits)
+            if obj is None:
+                continue
+            doc = _document(obj, line, chunk_words, limits)
+            if doc.doc_id in documents:
+                documents[doc.doc_id].merge(doc, line)
+            else:
+                documents[doc.doc_id] = doc
+        except InvalidLine as exc:
+            if not skip_invalid:
+                raise
+            skipped.append(SkippedLine(number, _readable_id(obj), exc.field, exc.reason, str(exc)))
+    if not documents and not skipped:
         raise InvalidBatch(f"{name}: no documents (every line is blank)")
+    docs, priors, questions = _frames(list(documents.values()), bid)
     return DocumentBatch(
         name=name,
         batch_id=bid,
@@ -359,4 +508,5 @@ def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS, limit
         documents=pl.DataFrame(docs, schema=DOCUMENT_SCHEMA),
         priors=pl.DataFrame(priors, schema=PRIOR_SCHEMA),
         questions=pl.DataFrame(questions, schema=QUESTION_SCHEMA),
+        skipped=tuple(skipped),
     )

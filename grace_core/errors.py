@@ -30,6 +30,15 @@ class InvalidBatch(GraceError):
     """A document batch is not valid (names file, line and field); nothing of it is stored."""
 
 
+class InvalidLine(InvalidBatch):
+    """One line of a document batch cannot be used: ``line`` (1-based), ``field`` (or None for
+    the whole line) and ``reason``; the message names the file too."""
+
+    def __init__(self, message: str, *, line: int, field: str | None, reason: str) -> None:
+        super().__init__(message)
+        self.line, self.field, self.reason = line, field, reason
+
+
 class ReadOnlyQuery(GraceError):
     """``grace sql`` was given a statement that could write, attach or change settings."""
 

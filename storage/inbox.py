@@ -53,15 +53,20 @@ class Inbox:
         move_file(self.store, name, f"{QUARANTINE}/{name}")
 
 
-def read_batch_file(uri: str, config: LakeConfig, limits: InputLimits) -> tuple[str, bytes]:
-    """The name and bytes of one batch file: a local path (a regular file, or a device or FIFO
-    read up to the limit) or ``s3://bucket/key``. :class:`InvalidBatch` when it holds more than
-    ``limits.max_batch_bytes`` or cannot be read."""
+def batch_location(uri: str, config: LakeConfig) -> tuple[Store, str]:
+    """The store of the folder (or S3 prefix) holding the batch file ``uri``, and its name there."""
     parent, _, name = uri.rstrip("/").rpartition("/")
     if not name:
         raise InvalidBatch(f"{uri}: cannot read: not a file")
     folder = parent or ("/" if uri.startswith("/") else ".")
-    store = open_store(config.model_copy(update={"lake": folder}))
+    return open_store(config.model_copy(update={"lake": folder})), name
+
+
+def read_batch_file(uri: str, config: LakeConfig, limits: InputLimits) -> tuple[str, bytes]:
+    """The name and bytes of one batch file: a local path (a regular file, or a device or FIFO
+    read up to the limit) or ``s3://bucket/key``. :class:`InvalidBatch` when it holds more than
+    ``limits.max_batch_bytes`` or cannot be read."""
+    store, name = batch_location(uri, config)
     data = read_bounded(store, name, limits.max_batch_bytes, "max_batch_bytes", uri, InvalidBatch)
     if data is None:
         raise InvalidBatch(f"{uri}: cannot read: no such file")

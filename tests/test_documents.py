@@ -70,30 +70,47 @@ def test_a_document_repeated_with_identical_content_is_kept_once() -> None:
     assert batch.priors.height == 2 and batch.n_lines == 3
 
 
-def test_real_qasper_dev_file_is_accepted(shared_data: Path) -> None:
-    path = shared_data / "qasper" / "qasper_dev.jsonl"
-    batch = parse_batch(path.read_bytes(), path.name)
-    assert isinstance(batch, DocumentBatch)
-    assert batch.documents.height == 281 and batch.questions.height == 1005
+def test_real_qasper_papers_are_accepted(qasper_sample: Path) -> None:
+    raw = qasper_sample.read_bytes()
+    papers = [json.loads(line) for line in raw.splitlines()]
+    batch = parse_batch(raw, qasper_sample.name)
+    assert isinstance(batch, DocumentBatch) and batch.skipped == ()
+    assert batch.documents.height == len(papers) == 6
+    assert batch.questions.height == sum(len(p["questions"]) for p in papers)
     assert set(batch.documents["source_format"]) == {"qasper"}
     first = batch.priors.filter(batch.priors["ord"] == 0)
-    assert first.height == 281 and set(first["name"]) == {"Abstract"}
+    assert first.height == len(papers) and set(first["name"]) == {"Abstract"}
     assert batch.priors["text"].str.strip_chars().str.len_chars().min() > 0
     gold = json.loads(batch.questions["gold_json"][0])
     assert gold["answers"][0]["answer_type"] in ("extractive", "abstractive", "boolean", "none")
-    line1 = json.loads(path.read_bytes().split(b"\n")[0])
-    assert batch.priors.filter(batch.priors["doc_id"] == line1["id"])["name"].to_list() == ["Abstract"] + [
-        s["name"].strip() for s in line1["sections"] if any(p.strip() for p in s["paragraphs"])
-    ]
+    for paper in papers:  # sections without paragraphs (one paper has one) are left out
+        assert batch.priors.filter(batch.priors["doc_id"] == paper["id"])["name"].to_list() == ["Abstract"] + [
+            s["name"].strip() for s in paper["sections"] if any(p.strip() for p in s["paragraphs"])
+        ]
 
 
-def test_real_quality_dev_file_is_chunked(shared_data: Path) -> None:
-    path = shared_data / "quality" / "quality_dev_subset.jsonl"
-    batch = parse_batch(path.read_bytes(), path.name)
-    assert batch.documents.height == 20 and batch.questions.height == 357
+def test_real_quality_articles_are_chunked(quality_sample: Path) -> None:
+    raw = quality_sample.read_bytes()
+    articles = [json.loads(line) for line in raw.splitlines()]
+    batch = parse_batch(raw, quality_sample.name)
+    n = sum(len(a["questions"]) for a in articles)
+    assert batch.documents.height == 3 and batch.questions.height == n
+    assert batch.documents["doc_id"].to_list() == [a["article_id"] for a in articles]
     assert set(batch.documents["source_format"]) == {"quality"}
     assert max(len(t.split()) for t in batch.priors["text"]) <= CHUNK_WORDS
-    assert batch.questions["options"].list.len().to_list() == [4] * 357
+    assert batch.questions["options"].list.len().to_list() == [4] * n
+    # the first article opens with an HTML comment (a Gutenberg header): it is not a prior's text
+    assert articles[0]["article"].startswith("<!-- $Id")
+    assert "<!--" not in "".join(batch.priors["text"]) and "vlsimpson" not in "".join(batch.priors["text"])
+
+
+@pytest.mark.slow
+def test_full_dev_files_are_accepted(shared_data: Path) -> None:
+    """Every line of the full dev files (only where ../shared/data exists)."""
+    qasper = parse_batch((shared_data / "qasper" / "qasper_dev.jsonl").read_bytes(), "qasper_dev.jsonl")
+    assert (qasper.documents.height, qasper.questions.height, qasper.skipped) == (281, 1005, ())
+    quality = parse_batch((shared_data / "quality" / "quality_dev_subset.jsonl").read_bytes(), "quality_dev_subset.jsonl")
+    assert (quality.documents.height, quality.questions.height, quality.skipped) == (20, 357, ())
 
 
 BAD_BATCHES = [
@@ -103,13 +120,16 @@ BAD_BATCHES = [
     (jsonl({"id": "d1", "title": "T"}), "line 1", "field 'text': the document has no text"),
     (jsonl({"id": "d1", "title": "T", "text": "  \n "}), "line 1", "field 'text': is empty"),
     (jsonl({"id": "d1", "title": "T", "sections": [{"name": "A", "paragraphs": [""]}]}), "line 1", "field 'sections': the document has no text"),
-    (jsonl({"title": "T", "text": "x"}), "line 1", "field 'id': missing"),
+    (jsonl({"id": ["d1"], "title": "T", "text": "x"}), "line 1", "field 'id': expected a string, got list"),
     (jsonl({"id": 7, "title": "T", "text": "x"}), "line 1", "field 'id': expected a string, got int"),
     (jsonl({"id": "d1", "text": "x"}), "line 1", "field 'title': missing"),
     (jsonl({"id": "d1", "title": "T", "text": "x", "sections": []}), "line 1", "field 'text': give either 'text' or 'sections'"),
     (jsonl({"id": "d1", "title": "T", "sections": [{"name": "A", "paragraphs": "text"}]}), "line 1", "field 'sections[0].paragraphs': expected a list"),
     (jsonl({"id": "d1", "title": "T", "sections": [{"name": "A", "paragraphs": ["a", 3]}]}), "line 1", "field 'sections[0].paragraphs[1]': expected a string"),
-    (jsonl({"id": "d1", "title": "T", "sections": [{"paragraphs": ["a"]}]}), "line 1", "field 'sections[0].name': missing"),
+    (jsonl({"id": "d1", "title": "T", "sections": [{"name": 3, "paragraphs": ["a"]}]}), "line 1", "field 'sections[0].name': expected a string"),
+    (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"id": "q", "question": "a?"}]},
+           {"id": "d1", "title": "T", "text": "x", "questions": [{"id": "q", "question": "b?"}]}), "line 2",
+     "field 'questions[0].id': question id 'q' already appears on line 1 with a different question"),
     (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"id": "q"}]}), "line 1", "field 'questions[0].question': missing"),
     (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"id": "q", "question": "a?"}, {"id": "q", "question": "b?"}]}), "line 1", "field 'questions[1].id': question id 'q' appears twice"),
     (jsonl({"id": "d1", "title": "T", "text": "x", "questions": [{"question": "a?", "options": ["a", 1]}]}), "line 1", "field 'questions[0].options': expected a list of strings"),

@@ -38,9 +38,9 @@ def test_gold_answers_and_max_over_references() -> None:
     assert score_question(None, None, golds) == (0.0, 0.0)
 
 
-def test_every_real_qasper_dev_question_has_gold_answers(shared_data) -> None:
+def test_every_real_qasper_question_has_gold_answers(qasper_sample) -> None:
     n = 0
-    with open(shared_data / "qasper" / "qasper_dev.jsonl") as f:
+    with open(qasper_sample) as f:
         for line in f:
             for q in json.loads(line)["questions"]:
                 golds = gold_answers(q)
@@ -48,7 +48,7 @@ def test_every_real_qasper_dev_question_has_gold_answers(shared_data) -> None:
                 # a gold answer scores 1 against itself
                 assert score_question(golds[0].answer, list(golds[0].evidence), golds)[0] == pytest.approx(1.0) or not normalize_answer(golds[0].answer)
                 n += 1
-    assert n == 1005
+    assert n == 26
 
 
 def test_option_exact_match() -> None:

@@ -3,7 +3,9 @@
 go into the lake's ``evaluations`` table (once per run: the same data and settings are not
 written twice). Model calls are answered from and recorded into the same lake's call cache;
 a run with failed or capped model items writes and stores no figures
-(:mod:`flows.eval_workers`)."""
+(:mod:`flows.eval_workers`). Lines and documents the evaluation cannot use are left out and
+listed (``skipped`` in metrics.json and report.md, one line each on stderr); a file with
+nothing usable is refused."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from rich.progress import (
 from flows.cli import app
 from flows.cli.lake import LAKE_HELP
 from flows.settings import GraceSettings, build_settings
-from grace_core.documents import content_id, parse_batch
+from grace_core.documents import DocumentBatch, content_id, parse_batch
 from grace_core.errors import GraceError
 from flows.eval_reports import expansion_report_files, qa_report_files
 from flows.eval_workers import commit_calls, eval_roles, refuse_faulty, run_papers_in_workers
@@ -40,8 +42,8 @@ from grace_core.evaluation.expansion_report import number
 from grace_core.evaluation.qa_harness import (
     DATASETS,
     DatasetMismatch,
-    check_dataset,
     evaluate_qa,
+    select_documents,
 )
 from grace_core.evaluation.records import expansion_records, qa_records
 from storage.lake import Lake
@@ -70,6 +72,18 @@ def read_limited(path: Path, limit: int | None) -> bytes:
         kept.append(line)
         n += bool(line.strip())
     return b"\n".join(kept)
+
+
+def usable_documents(content: bytes, data: Path, dataset: str) -> tuple[DocumentBatch, list[dict]]:
+    """The documents of ``content`` the evaluation can use and the ``{line, doc_id, reason}``
+    of those it leaves out (:func:`~grace_core.evaluation.qa_harness.select_documents`), each
+    also named on stderr."""
+    batch, skipped = select_documents(parse_batch(content, str(data), skip_invalid=True), dataset)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for s in skipped:
+        err.print(f"grace: skipped {data}: line {s['line']}" + (f" ({s['doc_id']})" if s["doc_id"] else "") + f": {s['reason']}",
+                  markup=False)
+    return batch, skipped
 
 
 def check_backend(backend: str | None) -> None:
@@ -149,8 +163,7 @@ def qa(
         raise DatasetMismatch(f"unknown dataset {dataset!r}; expected one of: {', '.join(DATASETS)}")
     check_backend(backend)
     content = read_limited(data, limit)
-    batch = parse_batch(content, str(data))
-    check_dataset(batch, dataset)
+    batch, skipped = usable_documents(content, data, dataset)
     settings = build_settings(backend=backend, lake=lake)
     roles, cache = eval_roles(settings)
     start = time.monotonic()
@@ -161,13 +174,15 @@ def qa(
     finally:
         commit_calls(settings, cache.pending())
     refuse_faulty("qa", roles.failures())
+    result.metrics["skipped"] = skipped
     seconds = time.monotonic() - start
     write_report_folder(out, qa_report_files(result.metrics, data=str(data), backend=settings.backend, seconds=seconds))
     run_settings = result_settings(settings, top=top)
     where = record_in_lake(settings, qa_records(result.metrics), command="qa", dataset=dataset, data=data, content=content,
                            run_settings=run_settings)
     console = Console()
-    console.print(f"{dataset}: {result.metrics['n_questions']} questions in {seconds:.1f} s → {out}; figures in {where}")
+    left_out = f" ({len(skipped)} lines or documents skipped)" if skipped else ""
+    console.print(f"{dataset}: {result.metrics['n_questions']} questions{left_out} in {seconds:.1f} s → {out}; figures in {where}")
     for c in result.metrics["conditions"]:
         extra = "" if c["answer_f1"] is None else f"  Answer-F1 {c['answer_f1']:.3f}  Evidence-F1 {c['evidence_f1']:.3f}"
         console.print(f"  {c['name']:<18} accuracy {c['accuracy']:.3f}  answerability {c['answerability']:.3f}{extra}")
@@ -195,7 +210,7 @@ def expansion(
     per round, and the confusion matrices."""
     check_backend(backend)
     content = read_limited(data, papers)
-    batch = parse_batch(content, str(data))
+    batch, skipped = usable_documents(content, data, "qasper")
     doc_ids = expansion_papers(batch)
     settings = build_settings(backend=backend, lake=lake, budget=budget, hallucination_rate=hallucination_rate)
     if "hallucination_rate" not in settings.model_fields_set:
@@ -215,6 +230,7 @@ def expansion(
             runs, failures = run_papers_in_workers(settings, content, str(data), doc_ids, options, workers=workers, progress=advance)
             metrics = summarise(runs, rounds, consolidation_rounds)
     refuse_faulty("expansion", failures)
+    metrics["skipped"] = skipped
     seconds = time.monotonic() - start
     run_settings = result_settings(settings, rounds=rounds, consolidation_rounds=consolidation_rounds)
     shown = {k: run_settings[k] for k in ("backend", "rounds", "budget", "hallucination_rate", "context_passages", "seed")}
@@ -222,7 +238,9 @@ def expansion(
     where = record_in_lake(settings, expansion_records(metrics), command="expansion", dataset="qasper", data=data,
                            content=content, run_settings=run_settings)
     console = Console()
-    console.print(f"expansion: {metrics['n_papers']} papers, {metrics['n_questions']} questions in {seconds:.1f} s → {out}; figures in {where}")
+    left_out = f" ({len(skipped)} lines or documents skipped)" if skipped else ""
+    console.print(f"expansion: {metrics['n_papers']} papers, {metrics['n_questions']} questions{left_out} in {seconds:.1f} s → {out}; "
+                  f"figures in {where}")
     base = metrics["baselines"]
     console.print(f"  baselines: abstract only {number(base['abstract_only'], 3)}, full paper {number(base['full_paper'], 3)}")
     for r in metrics["rounds"]:

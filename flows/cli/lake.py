@@ -16,7 +16,7 @@ import typer
 from flows.cli import app
 from flows.settings import build_settings
 from storage.inbox import read_batch_file
-from storage.ingest import ingest_batch
+from storage.ingest import ingest_batch, write_invalid_report
 from grace_core.errors import LakeError
 from storage.check import check_lake
 from storage.lake import Lake
@@ -84,14 +84,28 @@ def ingest(
     prior_sections: Optional[str] = typer.Option(
         None, "--prior-sections", help="Comma-separated section names ingested as priors (e.g. 'Abstract,Introduction'); "
         "the others become passages. All sections are priors when unset (GRACE_PRIOR_SECTIONS)."),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="Ingest the usable lines and leave out the invalid ones: they are named on stderr and "
+        "listed in <batch>.invalid.ndjson beside the batch, and the exit code is 1."),
 ) -> None:
-    """Ingest one document batch: all of it or nothing; the same batch twice changes nothing."""
+    """Ingest one document batch: all of it or nothing (unless --skip-invalid); the same batch twice changes nothing."""
     sections = tuple(s.strip() for s in prior_sections.split(",") if s.strip()) if prior_sections else None
     settings = build_settings(lake=lake, prior_sections=sections)
     name, data = read_batch_file(batch, settings, settings)  # in bounded pieces, up to GRACE_MAX_BATCH_BYTES
     target = Lake.open(settings)
-    report = ingest_batch(target, data, name, settings.prior_sections, settings)
+    report = ingest_batch(target, data, name, settings.prior_sections, settings, skip_invalid=skip_invalid)
     print(f"{report.summary()} (lake {target.uri})")
+    if report.skipped:
+        where = write_invalid_report(batch, report.skipped, settings)
+        for skipped in report.skipped[:SHOWN_INVALID]:
+            print(f"grace: skipped {skipped.message}", file=sys.stderr)
+        more = len(report.skipped) - SHOWN_INVALID
+        print((f"grace: … and {more} more; " if more > 0 else "grace: ") + f"every invalid line is listed in {where}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+SHOWN_INVALID = 20
+"""Invalid lines ``grace ingest --skip-invalid`` names on stderr; the report file lists all."""
 
 
 RETENTION_HELP = ("Keep the files that versions of the last N hours name (at least 1, so that no running writer's files "

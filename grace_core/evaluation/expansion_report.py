@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grace_core.evaluation.expansion import TRUTH_LABELS
-from grace_core.evaluation.qa_report import pct
+from grace_core.evaluation.qa_report import pct, skipped_section
 from grace_core.decisions import VERDICTS
 from grace_core.status import STATUSES
 
@@ -33,8 +33,8 @@ def render_markdown(metrics: dict, *, data: str, backend: str, settings: dict, s
     lines = [
         "# Expansion evaluation — QASPER",
         "",
-        f"Data: `{data}` · papers: {metrics['n_papers']} · questions: {metrics['n_questions']} · backend: {backend} · "
-        f"wall time: {seconds:.1f} s",
+        f"Data: `{data}` · papers: {metrics['n_papers']} · questions: {metrics['n_questions']} · "
+        f"skipped: {len(metrics.get('skipped', []))} · backend: {backend} · wall time: {seconds:.1f} s",
         "",
         "Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()),
         "",
@@ -71,5 +71,6 @@ def render_markdown(metrics: dict, *, data: str, backend: str, settings: dict, s
             lines += [f"Hallucinated claims kept out of Grounded: {pct(figures['hallucinations_kept_out'])}.", ""]
         else:
             lines += ["No gold truth: the responder is an LLM, whose hallucinations are not recorded.", ""]
+    lines += skipped_section(metrics.get("skipped", []))
     lines += ["## The paper's figures (DESIGN §8)", ""] + [f"- {k}: {v}" for k, v in PAPER.items()] + [""]
     return "\n".join(lines)

@@ -21,12 +21,20 @@ evidence: the context paragraph that holds the answer's evidence sentence (or, w
 answerer names none, its text): the paragraph containing it, else the one with the highest
 token F1 to it. QuALITY accuracy: exact match on the
 option; Answer-F1 and Evidence-F1 are None.
+
+Documents an evaluation cannot use are left out and reported, not fatal
+(:func:`select_documents`): lines the parser skipped, documents of another dataset, and
+documents with no question that can be scored (QASPER: no reference answer; QuALITY: no
+options or no gold answer, as in the unlabelled test split). Within a usable document such
+questions are left out. Gold answers are read as real files give them: null lists are empty,
+QASPER answers nested under ``answer`` (the official release's shape) are unwrapped, and a
+QuALITY question without ``gold_index`` uses its 1-based ``gold_label``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -87,18 +95,74 @@ class QAResult:
 
 
 def check_dataset(batch: DocumentBatch, dataset: str) -> None:
-    """Raise :class:`DatasetMismatch` unless ``dataset`` is known and every document has its shape."""
+    """Raise :class:`DatasetMismatch` unless ``dataset`` is known, every document has its
+    shape and every question can be scored (a batch from :func:`select_documents` passes)."""
     if dataset not in DATASETS:
         raise DatasetMismatch(f"unknown dataset {dataset!r}; expected one of: {', '.join(DATASETS)}")
     shapes = set(batch.documents["source_format"].to_list())
     if shapes != {dataset}:
-        raise DatasetMismatch(f"{batch.name}: expected {dataset} documents, found {', '.join(sorted(shapes))}")
+        raise DatasetMismatch(f"{batch.name}: expected {dataset} documents, found {', '.join(sorted(shapes)) or 'none'}")
     if batch.questions.height == 0:
         raise DatasetMismatch(f"{batch.name}: no questions to evaluate")
     if dataset == "quality":
-        bad = batch.questions.filter(pl.col("options").is_null() | pl.col("gold_json").is_null())
-        if bad.height:
-            raise DatasetMismatch(f"{batch.name}: question {bad['question_id'][0]!r} lacks options or gold_index")
+        for qid, options, gold_json in batch.questions.select("question_id", "options", "gold_json").iter_rows():
+            if not scorable(dataset, options, gold_json):
+                raise DatasetMismatch(f"{batch.name}: question {qid!r} lacks options or a gold answer (gold_index or gold_label)")
+
+
+def scorable(dataset: str, options: list[str] | None, gold_json: str | None) -> bool:
+    """Whether a question can be scored: a QASPER one has a reference answer, a QuALITY one
+    options and a gold option among them."""
+    gold = gold_reference(dataset, gold_json)
+    if dataset == "qasper":
+        return bool(gold)
+    return options is not None and gold is not None and 0 <= gold < len(options)
+
+
+def select_documents(batch: DocumentBatch, dataset: str) -> tuple[DocumentBatch, list[dict]]:
+    """The part of ``batch`` the evaluation of ``dataset`` can use (its documents of that
+    dataset with their scorable questions, those without any left out), and one
+    ``{line, doc_id, reason}`` per line or document left out, in file order: the parser's
+    skipped lines first. :class:`DatasetMismatch` when nothing is left."""
+    if dataset not in DATASETS:
+        raise DatasetMismatch(f"unknown dataset {dataset!r}; expected one of: {', '.join(DATASETS)}")
+    skipped = [{"line": s.line, "doc_id": s.doc_id, "reason": s.message.removeprefix(f"{batch.name}: line {s.line}: ")}
+               for s in batch.skipped]
+    questions = batch.questions.filter(pl.Series(
+        [scorable(dataset, o, g) for o, g in batch.questions.select("options", "gold_json").iter_rows()], dtype=pl.Boolean))
+    counts = dict(batch.questions.group_by("doc_id").len().iter_rows())
+    usable = dict(questions.group_by("doc_id").len().iter_rows())
+    keep: list[str] = []
+    for doc_id, shape, line in batch.documents.select("doc_id", "source_format", "line").iter_rows():
+        reason = _unusable(dataset, shape, counts.get(doc_id, 0), usable.get(doc_id, 0))
+        if reason:
+            skipped.append({"line": line, "doc_id": doc_id, "reason": reason})
+        else:
+            keep.append(doc_id)
+    skipped.sort(key=lambda s: s["line"])
+    if not keep:
+        shapes = sorted(set(batch.documents["source_format"].to_list()))
+        if shapes and dataset not in shapes:
+            raise DatasetMismatch(f"{batch.name}: expected {dataset} documents, found {', '.join(shapes)}")
+        if batch.documents.height and batch.questions.height == 0:
+            raise DatasetMismatch(f"{batch.name}: no questions to evaluate")
+        first = f"; first: line {skipped[0]['line']}: {skipped[0]['reason']}" if skipped else ""
+        raise DatasetMismatch(f"{batch.name}: no document can be evaluated ({len(skipped)} left out{first})")
+    selected = replace(batch, documents=batch.documents.filter(pl.col("doc_id").is_in(keep)),
+                       priors=batch.priors.filter(pl.col("doc_id").is_in(keep)),
+                       questions=questions.filter(pl.col("doc_id").is_in(keep)))
+    return selected, skipped
+
+
+def _unusable(dataset: str, shape: str, n_questions: int, n_usable: int) -> str | None:
+    if shape != dataset:
+        return f"a {shape} document, not {dataset}"
+    if n_questions == 0:
+        return "no questions"
+    if n_usable == 0:
+        return ("no question has a reference answer" if dataset == "qasper"
+                else "no question has options and a gold answer (gold_index or gold_label)")
+    return None
 
 
 def paragraphs(text: str) -> list[str]:
@@ -134,13 +198,39 @@ def graph_candidates(batch: DocumentBatch, doc_id: str, roles: ModelRoles, param
     return candidate_passages(priors.select("doc_id", "source_id", "text"), entails, scores, claims, expansion=False)
 
 
+def _answer_records(answers: object) -> Iterator[dict]:
+    """QASPER answer records as :func:`gold_answers` reads them: null lists empty, non-text
+    items dropped, an answer nested under ``answer`` unwrapped."""
+    for a in answers if isinstance(answers, list) else []:
+        if isinstance(a, dict) and isinstance(a.get("answer"), dict):
+            a = a["answer"]
+        if not isinstance(a, dict):
+            continue
+        yield {
+            **a,
+            "extractive_spans": [t for t in a.get("extractive_spans") or [] if isinstance(t, str)],
+            "free_form_answer": a.get("free_form_answer") if isinstance(a.get("free_form_answer"), str) else "",
+            "evidence": [e for e in a.get("evidence") or [] if isinstance(e, str)],
+        }
+
+
+def _gold_index(gold: dict) -> int | None:
+    index, label = gold.get("gold_index"), gold.get("gold_label")
+    if isinstance(index, int) and not isinstance(index, bool):
+        return index
+    if isinstance(label, int) and not isinstance(label, bool):
+        return label - 1
+    return None
+
+
 def gold_reference(dataset: str, gold_json: str | None):
-    """The reference of one question: QASPER's gold answers (evidence stripped), or QuALITY's option index."""
+    """The reference of one question: QASPER's gold answers (evidence stripped), or QuALITY's
+    0-based option index (None when the question has no gold answer)."""
     gold = json.loads(gold_json) if gold_json else {}
     if dataset == "qasper":
-        golds = gold_answers({"answers": gold.get("answers", [])})
+        golds = gold_answers({"answers": list(_answer_records(gold.get("answers")))})
         return [replace(g, evidence=tuple(e.strip() for e in g.evidence)) for g in golds]
-    return gold.get("gold_index")
+    return _gold_index(gold)
 
 
 def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: ScoringParams, *, alpha: float,

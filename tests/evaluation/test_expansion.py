@@ -32,8 +32,8 @@ from tests.evaluation.cli_errors import assert_refused
 ROUND_KEYS = {"round", "qa_accuracy", "pcr", "kf", "yield", "cascade", "grounding_precision"}
 
 
-def qasper_lines(shared_data: Path, n: int) -> bytes:
-    return b"\n".join((shared_data / "qasper" / "qasper_dev.jsonl").read_bytes().split(b"\n")[:n])
+def qasper_lines(qasper_sample: Path, n: int) -> bytes:
+    return b"\n".join(qasper_sample.read_bytes().split(b"\n")[:n])
 
 
 def invoke(*args: str):
@@ -44,21 +44,21 @@ def invoke(*args: str):
 
 
 @pytest.fixture(scope="module")
-def two_papers(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+def two_papers(qasper_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
     """One CLI run on the first two dev papers, two rounds: (out folder, lake, CLI args)."""
     base = tmp_path_factory.mktemp("expansion")
-    args = ["--data", str(shared_data / "qasper" / "qasper_dev.jsonl"), "--papers", "2", "--rounds", "2",
+    args = ["--data", str(qasper_sample), "--papers", "2", "--rounds", "2",
             "--out", str(base / "out"), "--lake", str(base / "lake")]
     res = invoke(*args)
     assert res.exit_code == 0, res.output
     return base / "out", base / "lake", args
 
 
-def test_metrics_json_has_the_issue_schema(two_papers, shared_data: Path) -> None:
+def test_metrics_json_has_the_issue_schema(two_papers, qasper_sample: Path) -> None:
     out, _, _ = two_papers
     m = json.loads((out / "metrics.json").read_text())
     assert {"n_papers", "n_questions", "rounds", "baselines"} <= set(m)
-    papers = [json.loads(line) for line in qasper_lines(shared_data, 2).splitlines()]
+    papers = [json.loads(line) for line in qasper_lines(qasper_sample, 2).splitlines()]
     assert m["n_papers"] == 2 and 0 < m["n_questions"] <= sum(len(p["questions"]) for p in papers)
     assert [r["round"] for r in m["rounds"]] == [0, 1, 2]
     for r in m["rounds"]:
@@ -128,8 +128,8 @@ def test_records_hold_every_figure() -> None:
     assert sorted(rows.filter(pl.col("metric") == "hallucinations_kept_out")["value"].to_list()) == [0.25, 0.5]
 
 
-def test_split_paper_reveals_every_held_out_section_once(shared_data: Path) -> None:
-    batch = parse_batch(qasper_lines(shared_data, 3), "dev")
+def test_split_paper_reveals_every_held_out_section_once(qasper_sample: Path) -> None:
+    batch = parse_batch(qasper_lines(qasper_sample, 3), "dev")
     for doc_id in batch.documents["doc_id"]:
         sections = batch.priors.filter(pl.col("doc_id") == doc_id).sort("ord")
         split = split_paper(batch, doc_id, 3)
@@ -176,12 +176,12 @@ def test_hallucinated_claims_are_those_only_the_corrupted_sentence_has() -> None
     assert not false & {claim_id("d", c) for c in good}
 
 
-def test_no_hallucinations_and_no_budget(shared_data: Path) -> None:
+def test_no_hallucinations_and_no_budget(qasper_sample: Path) -> None:
     """Rate 0: every response claim is true (precision 1 when anything is grounded); budget 0:
     nothing is deferred, so nothing is confirmed, rejected or cascaded."""
     settings = build_settings(hallucination_rate=0.0)
     roles = build_roles(settings)
-    batch = parse_batch(qasper_lines(shared_data, 1), "dev")
+    batch = parse_batch(qasper_lines(qasper_sample, 1), "dev")
     doc_id = batch.documents["doc_id"][0]
     run = run_paper(batch, doc_id, roles, settings, rounds=2, budget=0.0)
     assert run.truth is not None and run.truth["is_true"].all()
@@ -197,13 +197,13 @@ def test_no_hallucinations_and_no_budget(shared_data: Path) -> None:
     (["--data", "{quality}"], "expected qasper documents, found quality"),
     (["--data", "{qasper}", "--backend", "gpt"], "unknown backend 'gpt'"),
 ])
-def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: list[str], message: str) -> None:
-    args = [a.replace("{quality}", str(shared_data / "quality" / "quality_dev_subset.jsonl"))
-            .replace("{qasper}", str(shared_data / "qasper" / "qasper_dev.jsonl")) for a in args]
+def test_bad_input_is_one_line_exit_2(qasper_sample: Path, quality_sample: Path, tmp_path: Path, args: list[str],
+                                      message: str) -> None:
+    args = [a.replace("{quality}", str(quality_sample)).replace("{qasper}", str(qasper_sample)) for a in args]
     assert_refused(["expansion", *args, "--papers", "1"], message, tmp_path)
 
 
-def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_review_promotes_cascades_and_never_judges_a_pair_twice(qasper_sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a generous budget, on real papers: claims confirmed in a round are Grounded from
     the next round on (its settle step promotes them) and rejected ones Refuted, decided claims
     are never deferred again, cascaded claims had no confirm decision of their own, and the
@@ -219,7 +219,7 @@ def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Pat
     monkeypatch.setattr(review_module, "judge_pairs", recording)
     settings = build_settings(hallucination_rate=0.2)
     roles = build_roles(settings)
-    batch = parse_batch(qasper_lines(shared_data, 3), "dev")
+    batch = parse_batch(qasper_lines(qasper_sample, 3), "dev")
     decided_any = {"confirm": 0, "reject": 0}
     for doc_id in batch.documents["doc_id"]:
         run = run_paper(batch, doc_id, roles, settings, rounds=3, budget=100.0, consolidation_rounds=1)
@@ -248,10 +248,10 @@ def test_review_promotes_cascades_and_never_judges_a_pair_twice(shared_data: Pat
     assert len(seen) == len(set(seen)) > 0
 
 
-def test_short_papers_run_every_round(shared_data: Path) -> None:
+def test_short_papers_run_every_round(qasper_sample: Path) -> None:
     """A paper with no abstract, and one with fewer held-out sections than rounds: late rounds
     add nothing and the protocol still reports every round."""
-    paper = json.loads(qasper_lines(shared_data, 1).splitlines()[0])
+    paper = json.loads(qasper_lines(qasper_sample, 1).splitlines()[0])
     short = {**paper, "id": "short", "sections": paper["sections"][:2]}  # Introduction + one held-out section
     bare = {**paper, "id": "bare", "abstract": ""}
     batch = parse_batch("\n".join(json.dumps(p) for p in (short, bare)).encode(), "synthetic")

@@ -23,7 +23,8 @@ def run_eval(*args: str):
 
 def check_outputs(out: Path, dataset: str) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics) == {"dataset", "n_questions", "conditions"}
+    assert set(metrics) == {"dataset", "n_questions", "conditions", "skipped"}
+    assert metrics["skipped"] == []
     assert metrics["dataset"] == dataset and metrics["n_questions"] > 0
     assert [c["name"] for c in metrics["conditions"]] == list(CONDITIONS)
     for c in metrics["conditions"]:
@@ -41,8 +42,8 @@ def check_outputs(out: Path, dataset: str) -> dict:
     return metrics
 
 
-def test_qasper_two_papers(shared_data: Path, tmp_path: Path) -> None:
-    data = shared_data / "qasper" / "qasper_dev.jsonl"
+def test_qasper_two_papers(qasper_sample: Path, tmp_path: Path) -> None:
+    data = qasper_sample
     res = run_eval("--dataset", "qasper", "--data", str(data), "--limit", "2", "--out", str(tmp_path), "--lake", str(tmp_path / "lake"))
     assert res.exit_code == 0, res.output
     metrics = check_outputs(tmp_path, "qasper")
@@ -65,8 +66,8 @@ def test_qasper_two_papers(shared_data: Path, tmp_path: Path) -> None:
     assert any(c["answer_f1"] > 0 for c in metrics["conditions"])
 
 
-def test_quality_one_article(shared_data: Path, tmp_path: Path) -> None:
-    data = shared_data / "quality" / "quality_dev_subset.jsonl"
+def test_quality_one_article(quality_sample: Path, tmp_path: Path) -> None:
+    data = quality_sample
     res = run_eval("--dataset", "quality", "--data", str(data), "--limit", "1", "--out", str(tmp_path), "--lake", str(tmp_path / "lake"))
     assert res.exit_code == 0, res.output
     metrics = check_outputs(tmp_path, "quality")
@@ -83,8 +84,8 @@ def test_quality_one_article(shared_data: Path, tmp_path: Path) -> None:
     (["--dataset", "squad", "--data", "{qasper}"], "unknown dataset 'squad'"),
     (["--dataset", "quality", "--data", "{qasper}"], "expected quality documents, found qasper"),
 ])
-def test_bad_input_is_one_line_exit_2(shared_data: Path, tmp_path: Path, args: list[str], message: str) -> None:
-    args = [a.replace("{qasper}", str(shared_data / "qasper" / "qasper_dev.jsonl")) for a in args]
+def test_bad_input_is_one_line_exit_2(qasper_sample: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    args = [a.replace("{qasper}", str(qasper_sample)) for a in args]
     assert_refused(["qa", *args, "--limit", "1"], message, tmp_path)
 
 

@@ -27,9 +27,9 @@ def embedder(offline_config: ModelConfig) -> OfflineEmbedder:
 
 
 @pytest.fixture(scope="session")
-def qasper_papers(shared_data: Path) -> list[dict]:
+def qasper_papers(qasper_sample: Path) -> list[dict]:
     """The first three QASPER dev papers."""
-    with (shared_data / "qasper" / "qasper_dev.jsonl").open(encoding="utf-8") as fh:
+    with qasper_sample.open(encoding="utf-8") as fh:
         return [json.loads(next(fh)) for _ in range(3)]
 
 

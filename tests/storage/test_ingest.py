@@ -76,24 +76,23 @@ def test_a_malformed_batch_stores_nothing(lake: Lake) -> None:
     assert lake.log.records() == {} and lake.read("documents").height == 0
 
 
-def test_parsed_frames_fit_the_lake_schemas(shared_data: Path) -> None:
+def test_parsed_frames_fit_the_lake_schemas(quality_sample: Path) -> None:
     from grace_core.documents import parse_batch
 
-    batch = parse_batch((shared_data / "quality" / "quality_dev_subset.jsonl").read_bytes(), "quality.jsonl")
-    assert conform("documents", batch.documents).num_rows == 20
-    assert conform("questions", batch.questions).num_rows == 357
+    batch = parse_batch(quality_sample.read_bytes(), "quality.jsonl")
+    assert conform("documents", batch.documents).num_rows == 3
+    assert conform("questions", batch.questions).num_rows == 16 + 18 + 19
     priors = batch.priors.with_columns(source_kind=pl.lit("prior"), round=pl.lit(0))
     assert conform("sources", priors).num_rows == batch.priors.height
 
 
-def test_real_qasper_dev_file_ingests_and_queries(local_config, shared_data: Path) -> None:
+def test_real_qasper_papers_ingest_and_query(local_config, qasper_sample: Path) -> None:
     lake = Lake.open(local_config)
-    path = shared_data / "qasper" / "qasper_dev.jsonl"
-    report = ingest_batch(lake, path.read_bytes(), path.name)
-    assert (report.n_new_documents, report.n_questions) == (281, 1005)
+    report = ingest_batch(lake, qasper_sample.read_bytes(), qasper_sample.name)
+    assert (report.n_new_documents, report.n_questions) == (6, 4 + 6 + 7 + 1 + 5 + 3)
     counts = lake.query(
         "SELECT count(DISTINCT doc_id) AS docs, count(*) FILTER (WHERE name = 'Abstract') AS abstracts FROM sources"
     ).row(0)
-    assert counts == (281, 281)
+    assert counts == (6, 6)
     # the round-0 priors of one commit are one file, not one per document
     assert lake.query("SELECT count(*) AS n FROM lake_files WHERE table_name = 'sources'")["n"][0] == 1
