@@ -32,8 +32,9 @@ from grace_core.models.offline_judge import OfflineJudge
 from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.offline_support import source_units
 from grace_core.models.roles import JudgeRequest, RespondRequest
+from benchmarks.shared_data import QASPER_DEV, require_data
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qasper" / "qasper_dev.jsonl"
+DEFAULT_DATA = QASPER_DEV
 TOKEN_MODEL = "gpt-4o-mini"
 
 
@@ -67,7 +68,7 @@ def main() -> None:
     args = ap.parse_args()
 
     cfg = ModelConfig(torch_threads=args.threads, judge_batch_size=args.k)
-    with args.data.open(encoding="utf-8") as fh:
+    with require_data(args.data).open(encoding="utf-8") as fh:
         papers = [json.loads(line) for _, line in zip(range(args.papers), fh, strict=False)]
 
     responder = OfflineResponder(OfflineEmbedder.from_config(cfg), cfg)

@@ -18,11 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.shared_data import QASPER_DEV, require_data
+
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="grace-bench-prefect-")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qasper" / "qasper_dev.jsonl"
+DATA = QASPER_DEV
 
 
 def busy_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -78,6 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--papers", type=int, nargs="+", default=[20, 100])
     args = ap.parse_args()
+    require_data(DATA)
     for n in args.papers:
         with tempfile.TemporaryDirectory() as tmp:
             rows = run(n, Path(tmp))

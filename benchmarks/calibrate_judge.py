@@ -36,8 +36,9 @@ from grace_core.models.lexicon import content_stems
 from grace_core.models.offline_embedder import OfflineEmbedder
 from grace_core.models.offline_support import SupportScorer, relevance
 from grace_core.models.segment import claim_units, is_fragment, normalise, sentences
+from benchmarks.shared_data import QASPER_DEV, require_data
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qasper" / "qasper_dev.jsonl"
+DEFAULT_DATA = QASPER_DEV
 MIN_ANSWER_WORDS = 5
 KINDS = ("pos", "rand", "hard", "corrupt", "sent", "sent_corrupt")
 
@@ -174,7 +175,7 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    papers = load_papers(args.data, args.papers or None)
+    papers = load_papers(require_data(args.data), args.papers or None)
     embedder = OfflineEmbedder.from_config(ModelConfig(torch_threads=args.threads))
     scorer = SupportScorer(embedder)
     pairs = build_pairs(papers, args.seed)
