@@ -1,5 +1,8 @@
 """Flow tests run against a real temporary Prefect server (``prefect_test_harness``), one per
-test session, with ``PREFECT_HOME`` in a temporary folder (set in tests/conftest.py)."""
+test session, with ``PREFECT_HOME`` in a temporary folder (set in tests/conftest.py). The
+server starts with the first test that asks for it (``pytestmark =
+pytest.mark.usefixtures("prefect_server")`` in a module, or the fixture as an argument), so a
+run of pure unit tests never starts one."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from tests.conftest import REPO
 SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def prefect_server():
     from prefect.testing.utilities import prefect_test_harness
 

@@ -119,6 +119,9 @@ def test_prefect_yaml_declares_the_same_deployments() -> None:
     assert declared["watch_inbox/inbox-watcher"]["schedules"] == [{"interval": defaults.inbox_interval_s}]
 
 
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_prefect_deploy_all_then_a_process_worker_runs_a_deployment(tmp_path: Path, one_paper: Path) -> None:
     env = server_env()
     pool = subprocess.run([BIN / "prefect", "work-pool", "create", "grace-process", "--type", "process", "--overwrite"],
@@ -151,6 +154,9 @@ def test_prefect_deploy_all_then_a_process_worker_runs_a_deployment(tmp_path: Pa
     assert len(documents(lake)) == 1
 
 
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_grace_serve_runs_deployments_triggered_with_and_without_parameters(tmp_path: Path, one_paper: Path) -> None:
     inbox, served_lake, param_lake = tmp_path / "inbox", tmp_path / "served-lake", tmp_path / "param-lake"
     inbox.mkdir()

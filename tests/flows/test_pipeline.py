@@ -20,6 +20,8 @@ from flows.params import IngestParams, RoundParams, RunOptions
 from storage.lake import Lake
 from tests.conftest import REPO
 
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
+
 TABLES = ("documents", "sources", "questions", "claims", "edges", "scores", "deferrals", "verdicts", "llm_calls")
 COMMON = dict(hallucination_rate=0.2, prior_sections=["Abstract", "Introduction"], budget=3.0)
 

@@ -73,6 +73,9 @@ def probe(settings: GraceSettings) -> tuple[str, int]:
     return where_the_lake_opens.submit(settings).result()
 
 
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_chunk_task_runner_is_threads_by_default_and_a_local_dask_cluster_on_request(tmp_path: Path) -> None:
     with chunk_task_runner(build_settings()) as runner:
         assert runner is None  # each sub-flow keeps its own thread pool
@@ -91,6 +94,9 @@ def test_chunk_task_runner_is_threads_by_default_and_a_local_dask_cluster_on_req
         pass  # the round's cluster is gone with the round
 
 
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_round_runs_its_chunk_tasks_on_a_dask_cluster(tmp_path: Path, one_paper: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lake = str(tmp_path / "lake")
     ingest_batch(IngestParams(batch=str(one_paper), lake=lake, **COMMON))
@@ -118,6 +124,9 @@ def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server.stop()
 
 
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_round_on_a_lake_in_s3(tmp_path: Path, one_paper: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="grace")

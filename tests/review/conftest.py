@@ -3,7 +3,9 @@ lakes whose boundary claims and their review costs are known exactly.
 
 The Prefect server is the session harness of tests/flows when it is already up (the harness
 sets the API URL in Prefect's settings context, never in the environment); otherwise this
-folder starts its own (``PREFECT_HOME`` is a temporary folder, see tests/conftest.py).
+folder starts its own (``PREFECT_HOME`` is a temporary folder, see tests/conftest.py), with the
+first test that asks for it (``pytest.mark.usefixtures("prefect_server")``): the pure unit
+tests of this folder never start one.
 
 A synthetic lake holds one document ``d1`` with two prior sections (round 0), their atomic
 claims (the prior units, entailed by their section), one response (round 1) and :data:`CLAIMS`
@@ -43,7 +45,7 @@ CLAIMS = {"c:1": UNITS["u1"][1], "c:2": UNITS["u2"][1], "c:3": UNITS["u3"][1], "
 RESPONSE = " ".join(CLAIMS.values())
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def prefect_server() -> Iterator[None]:
     """The session's Prefect server: tests/flows' harness when it is running, else our own."""
     from prefect.settings import PREFECT_API_URL

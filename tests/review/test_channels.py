@@ -26,6 +26,8 @@ from storage.lake import Lake
 from tests.review.conftest import CLAIMS, DOC, RESPONSE, T0, build_lake, stage
 from tests.storage.conftest import make_bucket
 
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
+
 _register()
 RUNNER = CliRunner()
 

@@ -22,6 +22,8 @@ from grace_core.decisions import decide
 from storage.lake import Lake
 from tests.review.conftest import T0, build_lake, stage
 
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
+
 _register()
 RUNNER = CliRunner()
 

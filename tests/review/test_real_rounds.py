@@ -19,6 +19,8 @@ from flows.params import IngestParams, RoundParams
 from storage.lake import Lake
 from tests.conftest import REPO
 
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
+
 COMMON = dict(prior_sections=["Abstract", "Introduction"], hallucination_rate=0.2, budget=5.0)
 
 
