@@ -3,12 +3,15 @@ call, as a Prefect flow run on the session's real Prefect server, with the metri
 
 from __future__ import annotations
 
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import _register, app
+from flows.cli import _register, app, main
 from storage.config import LakeConfig
 from storage.lake import Lake
 from tests.conftest import REPO
@@ -38,7 +41,15 @@ def test_ingest_then_round_runs_one_round_per_call(tmp_path: Path, monkeypatch: 
     assert {s for r, s in stages if r == 2} >= {"score", "dispatch", "verify"}  # nothing new to build
 
 
-def test_round_on_a_lake_without_documents_is_one_line_exit_2(tmp_path: Path) -> None:
-    missing = RUNNER.invoke(app, ["round", "--lake", str(tmp_path / "nowhere")])
-    assert missing.exit_code == 2 and "no lake at" in missing.stderr
-    assert "Traceback" not in missing.output
+def test_round_on_a_lake_without_documents_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    for lake, message in ((tmp_path / "nowhere", "no lake at"), (tmp_path / "empty", "has no documents")):
+        if lake.name == "empty":
+            Lake.open(LakeConfig(lake=str(lake))).commit("unrelated", {"rounds": pl.DataFrame(
+                {"round": [1], "stage": ["ingest"], "started_at": [datetime.now(timezone.utc)]})})
+        monkeypatch.setattr(sys, "argv", ["grace", "round", "--lake", str(lake)])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        out, err = capsys.readouterr()
+        assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in out + err
