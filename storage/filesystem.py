@@ -1,18 +1,18 @@
 """Where lake files live: a local folder or an S3 prefix, behind one small interface.
 
-Paths handed to a store are relative to the lake root, with ``/`` separators. Both stores
-give the same guarantees the commit protocol (:mod:`storage.commit`) relies on:
+The lake's tables are Delta tables, written and read through delta-rs
+(:mod:`storage.delta_tables`); a store gives delta-rs its ``storage_options`` and holds the
+lake's other files (review packets and verdict files, the inbox, the earlier format's commit
+records). Paths handed to a store are relative to the lake root, with ``/`` separators.
+:meth:`Store.write_bytes` is atomic: readers see the old object or the whole new one (local: a
+hidden temporary file in the same folder, then ``os.replace``; S3: one PUT, which S3 makes
+visible only once complete).
 
-- :meth:`Store.write_bytes` is atomic: readers see the old object or the whole new one
-  (local: a hidden temporary file in the same folder, then ``os.replace``; S3: one PUT, which
-  S3 makes visible only once complete);
-- :meth:`Store.create_bytes` is atomic *create-only*: of two writers of the same name exactly
-  one wins (local: ``os.link`` of a finished temporary file; S3: ``PUT`` with
-  ``If-None-Match: *``, supported by AWS S3, MinIO and moto).
-
-S3 credentials come from the standard AWS chain (environment, profile, instance role) through
-boto3 (small objects, listings) and pyarrow's S3 filesystem (reading Parquet); they are never
-printed or logged, and error messages name only the bucket and key.
+S3 credentials come from the standard AWS chain (environment, profile, SSO, instance role)
+through boto3 (small objects, listings; the resolved credentials are handed to delta-rs) and
+pyarrow's S3 filesystem (reading Parquet); they are never printed or logged, and error
+messages name only the bucket and key. Delta commits on S3 use conditional puts
+(``aws_conditional_put=etag``), so concurrent writers need no lock service.
 
 The DuckDB catalog of a local lake is ``<lake>/catalog.duckdb``. An S3 lake's catalog is kept
 in a local cache folder (``catalog_cache`` setting, default ``~/.cache/grace/catalogs``), one
@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +35,6 @@ from grace_core.errors import LakeError
 from storage.config import LakeConfig
 
 CATALOG_FILE = "catalog.duckdb"
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    """One object under a lake root: its relative path, size and last modification (UTC)."""
-
-    rel: str
-    size: int
-    modified: datetime
 
 
 class Store(ABC):
@@ -76,25 +64,12 @@ class Store(ABC):
         """Write ``rel`` atomically, replacing any previous content."""
 
     @abstractmethod
-    def create_bytes(self, rel: str, data: bytes) -> bool:
-        """Create ``rel`` atomically unless it exists; ``False`` when it already existed."""
-
-    @abstractmethod
     def list_names(self, rel_dir: str) -> list[str]:
         """Names of the finished files directly inside ``rel_dir`` (empty if it does not exist)."""
 
     @abstractmethod
     def any_file(self, rel_dir: str) -> bool:
         """Whether any finished file lies directly inside ``rel_dir`` (one cheap listing)."""
-
-    @abstractmethod
-    def list_tree(self, rel_dir: str) -> list[StoredFile]:
-        """Every object under ``rel_dir`` at any depth, temporary files included (empty if the
-        folder does not exist)."""
-
-    @abstractmethod
-    def modified(self, rel: str) -> datetime | None:
-        """When ``rel`` was last written (UTC), or ``None`` when it does not exist."""
 
     @abstractmethod
     def exists(self, rel: str) -> bool:
@@ -165,20 +140,6 @@ class LocalStore(Store):
         except OSError as exc:
             raise LakeError(f"lake {self.uri}: cannot write {rel}: {exc.strerror}") from None
 
-    def create_bytes(self, rel: str, data: bytes) -> bool:
-        final = self._path(rel)
-        try:
-            tmp = self._temp(final, data)
-        except OSError as exc:
-            raise LakeError(f"lake {self.uri}: cannot write {rel}: {exc.strerror}") from None
-        try:
-            os.link(tmp, final)
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            tmp.unlink(missing_ok=True)
-
     def list_names(self, rel_dir: str) -> list[str]:
         try:
             with os.scandir(self._path(rel_dir)) as it:
@@ -192,25 +153,6 @@ class LocalStore(Store):
                 return any(e.is_file() and not e.name.startswith(".") for e in it)
         except (FileNotFoundError, NotADirectoryError):
             return False
-
-    def list_tree(self, rel_dir: str) -> list[StoredFile]:
-        out = []
-        for folder, _, names in os.walk(self._path(rel_dir)):
-            for name in names:
-                path = Path(folder) / name
-                try:
-                    st = path.stat()
-                except FileNotFoundError:  # removed while listing
-                    continue
-                rel = path.relative_to(self.root).as_posix()
-                out.append(StoredFile(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, timezone.utc)))
-        return sorted(out, key=lambda f: f.rel)
-
-    def modified(self, rel: str) -> datetime | None:
-        try:
-            return datetime.fromtimestamp(self._path(rel).stat().st_mtime, timezone.utc)
-        except FileNotFoundError:
-            return None
 
     def exists(self, rel: str) -> bool:
         return self._path(rel).is_file()
@@ -306,25 +248,6 @@ class S3Store(Store):
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("write", rel, exc) from None
 
-    def create_bytes(self, rel: str, data: bytes) -> bool:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        for attempt in range(5):
-            try:
-                self._s3.put_object(Bucket=self.bucket, Key=self._key(rel), Body=data, IfNoneMatch="*")
-                return True
-            except ClientError as exc:
-                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-                if status == 412:
-                    return False
-                if status == 409:  # a concurrent conditional write of the same key is in flight
-                    time.sleep(0.1 * (attempt + 1))
-                    continue
-                raise self._fail("write", rel, exc) from None
-            except BotoCoreError as exc:
-                raise self._fail("write", rel, exc) from None
-        raise LakeError(f"lake {self.uri}: cannot write {rel}: concurrent writers kept conflicting")
-
     def list_names(self, rel_dir: str) -> list[str]:
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -347,34 +270,18 @@ class S3Store(Store):
             raise self._fail("list", rel_dir, exc) from None
         return bool(page.get("Contents"))
 
-    def list_tree(self, rel_dir: str) -> list[StoredFile]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        prefix = self._key(rel_dir).rstrip("/") + "/"
-        skip = len(self.prefix) + 1 if self.prefix else 0
-        out: list[StoredFile] = []
-        try:
-            for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-                out += [StoredFile(o["Key"][skip:], int(o["Size"]), o["LastModified"].astimezone(timezone.utc))
-                        for o in page.get("Contents", [])]
-        except (BotoCoreError, ClientError) as exc:
-            raise self._fail("list", rel_dir, exc) from None
-        return sorted(out, key=lambda f: f.rel)
-
-    def modified(self, rel: str) -> datetime | None:
+    def exists(self, rel: str) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return self._s3.head_object(Bucket=self.bucket, Key=self._key(rel))["LastModified"].astimezone(timezone.utc)
+            self._s3.head_object(Bucket=self.bucket, Key=self._key(rel))
+            return True
         except ClientError as exc:
             if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                return None
+                return False
             raise self._fail("read", rel, exc) from None
         except BotoCoreError as exc:
             raise self._fail("read", rel, exc) from None
-
-    def exists(self, rel: str) -> bool:
-        return self.modified(rel) is not None
 
     def delete(self, rel: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

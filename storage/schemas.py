@@ -200,15 +200,16 @@ TABLES: dict[str, TableSpec] = {
 
 
 WRITE_ORDER: tuple[str, ...] = (
-    "documents", "llm_calls", "rounds", "questions", "edges", "sources", "claims", "scores", "deferrals", "verdicts",
-    "decisions", "evaluations", "batches",
+    "documents", "llm_calls", "questions", "edges", "sources", "claims", "scores", "deferrals", "verdicts",
+    "decisions", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A
 reader may see a commit's first tables before its last, so the tables that later steps read to
 decide what is done come last: ``claims`` after the ``sources`` and ``edges`` of a build (new
-documents are those without claims), ``sources`` after the ``edges`` of a promotion, ``batches``
-last of an ingestion; ``documents`` first, so that a document id stored with other content
-stops the commit before anything is written."""
+documents are those without claims), ``sources`` after the ``edges`` of a promotion, the stage's
+``rounds`` row after everything it records (the next round starts after a ``dispatch`` row),
+``batches`` last of an ingestion; ``documents`` first, so that a document id stored with other
+content stops the commit before anything is written."""
 
 
 def table_spec(name: str) -> TableSpec:

@@ -61,6 +61,7 @@ def test_every_table_is_written_in_the_declared_order() -> None:
     assert sorted(WRITE_ORDER) == sorted(TABLES)
     assert WRITE_ORDER[0] == "documents" and WRITE_ORDER[-1] == "batches"
     assert WRITE_ORDER.index("claims") > max(WRITE_ORDER.index("sources"), WRITE_ORDER.index("edges"))
+    assert WRITE_ORDER.index("rounds") > max(WRITE_ORDER.index(t) for t in TABLES if t not in ("rounds", "batches"))
     for spec in TABLES.values():  # keys name required columns: a null never escapes the MERGE
         assert all(not spec.schema.field(c).nullable for c in spec.key), spec.name
 
