@@ -27,6 +27,7 @@ def round_(
     """Run one expansion round now — verdicts in, build, settle (decide, promote, cascade),
     score, dispatch — as a Prefect flow run, and print the metrics per round."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry heartbeat from a temporary server
     from flows.expansion import expansion_round
     from flows.params import RoundParams
     from flows.prefect_server import prefect_api
