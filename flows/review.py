@@ -69,6 +69,9 @@ def verify_deferred(settings: GraceSettings, round_id: int, now: datetime) -> di
             "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), pl.lit(VERIFIER).alias("reviewer"), "verdict",
             "note", pl.lit(VERIFIER).alias("channel"), pl.lit(now).alias("created_at"),
         )
+        if rows.height < deferred.height:  # failed or capped calls: those claims return to the pool next round
+            get_run_logger().warning("round %d: the verifier left %d of %d deferred claims unanswered (failed or capped model calls); "
+                                     "they return to the pool next round", round_id, deferred.height - rows.height, deferred.height)
         return {"verdicts": rows, "llm_calls": cache.pending()}, rows["doc_id"].n_unique(), dict(rows.group_by("verdict").len().iter_rows())
 
     return commit_once(lake, f"verify/round={round_id}", round_id=round_id, stage="verify", work=work) or {}

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from grace_core.build import judge_pairs
+from grace_core.build import judge_pairs_with_failures
+from grace_core.errors import ModelCallsFailed
 from grace_core.models.factory import ModelRoles
+from grace_core.models.failures import describe_failures
 from grace_core.models.roles import Embedder, VerifyRequest
 from grace_core.params import ScoringParams
 from grace_core.promotion import cascade_candidates, cascade_edges
@@ -82,11 +84,16 @@ def judge_cascade(new_sources: pl.DataFrame, scores: pl.DataFrame, texts: pl.Dat
     source (``doc_id, source_id, text, claim_id``) against the Boundary claims of its document
     (``scores``: ``doc_id, claim_id, status``; ``texts``: ``doc_id, claim_id, text``) and its
     verdicts become edges (:func:`grace_core.promotion.cascade_edges`). Returns ``doc_id,
-    source_id, source_kind, claim_id, label``."""
+    source_id, source_kind, claim_id, label``. A judge call that failed or was capped raises
+    :class:`~grace_core.errors.ModelCallsFailed`: a partial cascade is never returned (the
+    round's settle step is redone whole, the call cache answering what succeeded)."""
     pairs = (
         cascade_candidates(new_sources, scores)
         .join(new_sources.select("doc_id", "source_id", pl.col("text").alias("source_text")), on=["doc_id", "source_id"])
         .join(texts.select("doc_id", "claim_id", pl.col("text").alias("claim_text")), on=["doc_id", "claim_id"])
         .with_columns(source_kind=pl.lit("verified"))
     )
-    return cascade_edges(judge_pairs(pairs, roles, round_id=round_id))
+    judged, failures = judge_pairs_with_failures(pairs, roles, round_id=round_id)
+    if failures.height:
+        raise ModelCallsFailed(f"round {round_id}: cascade: {describe_failures(failures.select('role', 'outcome', 'error').iter_rows())}")
+    return cascade_edges(judged)

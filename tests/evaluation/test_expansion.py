@@ -54,6 +54,7 @@ def two_papers(qasper_sample: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return base / "out", base / "lake", args
 
 
+@pytest.mark.slow
 def test_metrics_json_has_the_issue_schema(two_papers, qasper_sample: Path) -> None:
     out, _, _ = two_papers
     m = json.loads((out / "metrics.json").read_text())
@@ -82,6 +83,7 @@ def test_metrics_json_has_the_issue_schema(two_papers, qasper_sample: Path) -> N
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
 
 
+@pytest.mark.slow
 def test_figures_are_in_the_lake_once(two_papers) -> None:
     out, lake_dir, args = two_papers
     m = json.loads((out / "metrics.json").read_text())
@@ -99,6 +101,7 @@ def test_figures_are_in_the_lake_once(two_papers) -> None:
     assert json.loads((out / "metrics.json").read_text())["rounds"] == m["rounds"]  # deterministic
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_same_figures(two_papers, tmp_path: Path) -> None:
     out, _, args = two_papers
     args = [*args[:-4], "--out", str(tmp_path / "out"), "--lake", str(tmp_path / "lake"), "--workers", "2"]
@@ -176,6 +179,7 @@ def test_hallucinated_claims_are_those_only_the_corrupted_sentence_has() -> None
     assert not false & {claim_id("d", c) for c in good}
 
 
+@pytest.mark.slow
 def test_no_hallucinations_and_no_budget(qasper_sample: Path) -> None:
     """Rate 0: every response claim is true (precision 1 when anything is grounded); budget 0:
     nothing is deferred, so nothing is confirmed, rejected or cascaded."""
@@ -192,6 +196,7 @@ def test_no_hallucinations_and_no_budget(qasper_sample: Path) -> None:
     assert m["confusion_truth"] is not None and all(row["hallucinated"] == 0 for row in m["confusion_truth"].values())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, message", [
     (["--data", "/nonexistent/qasper.jsonl"], "cannot read"),
     (["--data", "{quality}"], "expected qasper documents, found quality"),
@@ -203,6 +208,7 @@ def test_bad_input_is_one_line_exit_2(qasper_sample: Path, quality_sample: Path,
     assert_refused(["expansion", *args, "--papers", "1"], message, tmp_path)
 
 
+@pytest.mark.slow
 def test_review_promotes_cascades_and_never_judges_a_pair_twice(qasper_sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a generous budget, on real papers: claims confirmed in a round are Grounded from
     the next round on (its settle step promotes them) and rejected ones Refuted, decided claims
@@ -215,8 +221,14 @@ def test_review_promotes_cascades_and_never_judges_a_pair_twice(qasper_sample: P
         seen.extend(pairs.select("doc_id", "source_id", "claim_id").iter_rows())
         return real(pairs, roles, round_id=round_id)
 
+    real_with_failures = review_module.judge_pairs_with_failures
+
+    def recording_with_failures(pairs: pl.DataFrame, roles, *, round_id: int):
+        seen.extend(pairs.select("doc_id", "source_id", "claim_id").iter_rows())
+        return real_with_failures(pairs, roles, round_id=round_id)
+
     monkeypatch.setattr(expansion_module, "judge_pairs", recording)
-    monkeypatch.setattr(review_module, "judge_pairs", recording)
+    monkeypatch.setattr(review_module, "judge_pairs_with_failures", recording_with_failures)
     settings = build_settings(hallucination_rate=0.2)
     roles = build_roles(settings)
     batch = parse_batch(qasper_lines(qasper_sample, 3), "dev")
@@ -248,6 +260,7 @@ def test_review_promotes_cascades_and_never_judges_a_pair_twice(qasper_sample: P
     assert len(seen) == len(set(seen)) > 0
 
 
+@pytest.mark.slow
 def test_short_papers_run_every_round(qasper_sample: Path) -> None:
     """A paper with no abstract, and one with fewer held-out sections than rounds: late rounds
     add nothing and the protocol still reports every round."""
