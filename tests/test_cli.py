@@ -14,6 +14,8 @@ from tests.conftest import REPO
 GRACE = str(Path(sys.executable).parent / "grace")
 
 
+pytestmark = pytest.mark.e2e  # every test runs the grace console script as a subprocess
+
 def grace(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([GRACE, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 

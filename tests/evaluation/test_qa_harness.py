@@ -42,6 +42,8 @@ def check_outputs(out: Path, dataset: str) -> dict:
     return metrics
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_qasper_two_papers(qasper_sample: Path, tmp_path: Path) -> None:
     data = qasper_sample
     res = run_eval("--dataset", "qasper", "--data", str(data), "--limit", "2", "--out", str(tmp_path), "--lake", str(tmp_path / "lake"))
@@ -66,6 +68,8 @@ def test_qasper_two_papers(qasper_sample: Path, tmp_path: Path) -> None:
     assert any(c["answer_f1"] > 0 for c in metrics["conditions"])
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_quality_one_article(quality_sample: Path, tmp_path: Path) -> None:
     data = quality_sample
     res = run_eval("--dataset", "quality", "--data", str(data), "--limit", "1", "--out", str(tmp_path), "--lake", str(tmp_path / "lake"))
@@ -79,6 +83,7 @@ def test_quality_one_article(quality_sample: Path, tmp_path: Path) -> None:
         assert abs(c["accuracy"] * n - round(c["accuracy"] * n)) < 1e-9
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, message", [
     (["--dataset", "qasper", "--data", "/nonexistent/qasper.jsonl"], "cannot read"),
     (["--dataset", "squad", "--data", "{qasper}"], "unknown dataset 'squad'"),

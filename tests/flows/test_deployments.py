@@ -185,6 +185,7 @@ def test_grace_serve_runs_deployments_triggered_with_and_without_parameters(tmp_
     assert not list(inbox.glob("*.jsonl")) and list((inbox / "processed").glob("*.jsonl"))
 
 
+@pytest.mark.e2e
 def test_grace_serve_needs_a_prefect_server(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     res = subprocess.run([BIN / "grace", "serve"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

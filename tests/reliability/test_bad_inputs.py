@@ -184,16 +184,20 @@ def test_unreadable_batch_paths_are_one_line(lake: Path, tmp_path: Path, monkeyp
 
 
 def run_grace(args: list[str], env: dict[str, str], tmp_path: Path, timeout: float = 120) -> tuple[subprocess.CompletedProcess, int]:
-    """``grace ARGS`` as a separate process; its result and its peak resident memory in KiB."""
+    """``grace ARGS`` as a separate process; its result and its peak resident memory in KiB
+    (``VmHWM`` of its own memory map: ``ru_maxrss`` would carry over the peak of this test
+    process, which a forked child inherits across exec)."""
     rss = tmp_path / "maxrss"
-    code = ("import atexit, resource\n"
-            f"atexit.register(lambda: open({str(rss)!r}, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    code = ("import atexit\n"
+            "peak = lambda: next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+            f"atexit.register(lambda: open({str(rss)!r}, 'w').write(peak()))\n"
             "from flows.cli import main\nmain()\n")
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=timeout)
     return proc, int(rss.read_text())
 
 
+@pytest.mark.e2e
 def test_ingest_dev_zero_stops_at_the_limit_without_growing_memory(lake: Path, tmp_path: Path) -> None:
     before = counts(lake)
     proc, rss_kib = run_grace(["ingest", "/dev/zero", "--lake", str(lake)], {"GRACE_MAX_BATCH_BYTES": str(8 * MIB)}, tmp_path)
@@ -203,6 +207,7 @@ def test_ingest_dev_zero_stops_at_the_limit_without_growing_memory(lake: Path, t
     assert counts(lake) == before
 
 
+@pytest.mark.e2e
 def test_ingest_an_endless_fifo_stops_at_the_limit(lake: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "endless.jsonl"
     os.mkfifo(fifo)
@@ -329,6 +334,7 @@ def test_a_header_only_file_records_nothing_and_says_so(review_lake: Path, tmp_p
     assert counts(review_lake) == before
 
 
+@pytest.mark.e2e
 def test_endless_verdict_sources_stop_at_the_limit(review_lake: Path, tmp_path: Path) -> None:
     zero = tmp_path / "zero.jsonl"
     zero.symlink_to("/dev/zero")
