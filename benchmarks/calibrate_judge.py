@@ -12,18 +12,35 @@ abstractive answer of at least five words with paragraph evidence,
   sentence corrupted (``sent_corrupt``, must be ``contradicts``), the offline responder's kind
   of hallucination checked against the passage it came from.
 
+Entailment of the judge as it runs (:class:`~grace_core.models.offline_judge.OfflineJudge`,
+containment included) on pairs the thresholds were not fitted on, reported on the held-out
+half, and beside another checkout's judge with ``--old-judge DIR`` (e.g. a ``git worktree`` of
+an earlier commit, run in a subprocess on that checkout's code and default settings):
+
+- ``sent_ans``: the gold evidence sentence sharing most content words with an answer, and that
+  answer (should entail); ``ans_ans``: two annotators' answers to one question, the first as
+  source (should entail);
+- ``para``: an evidence sentence (or it merged with the next one) and a rewording of it by the
+  offline responder's operations (:mod:`grace_core.models.paraphrase`; should entail);
+- negatives: ``rand``, ``hard``, ``corrupt`` above and the corrupted variants of the new
+  positives, ``sent_ans_x``, ``ans_ans_x``, ``para_x`` (a number, negation or term changed:
+  must not entail, should contradict).
+
 Papers alternate between a fit half (thresholds chosen there) and a held-out half (figures
 reported there). The answerer's abstention threshold is fitted so that attempting tracks
 whether the sentence it would answer with lies in a gold evidence paragraph (Youden's J).
 
-Run: ``.venv/bin/python -m benchmarks.calibrate_judge [--papers 100] [--threads 2]``
+Run: ``.venv/bin/python -m benchmarks.calibrate_judge [--papers 100] [--threads 2] [--old-judge /tmp/old-checkout]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +51,29 @@ from grace_core.models.config import ModelConfig
 from grace_core.models.corruption import corrupt, term_pool
 from grace_core.models.lexicon import content_stems
 from grace_core.models.offline_embedder import OfflineEmbedder
+from grace_core.models.offline_judge import OfflineJudge
 from grace_core.models.offline_support import SupportScorer, relevance
+from grace_core.models.paraphrase import OPERATIONS, merge
+from grace_core.models.roles import JudgeRequest
 from grace_core.models.segment import claim_units, is_fragment, normalise, sentences
 from benchmarks.shared_data import QASPER_DEV, require_data
 
 DEFAULT_DATA = QASPER_DEV
 MIN_ANSWER_WORDS = 5
 KINDS = ("pos", "rand", "hard", "corrupt", "sent", "sent_corrupt")
+ENTAIL_POSITIVES = ("pos", "sent_ans", "ans_ans", "para")
+ENTAIL_NEGATIVES = ("rand", "hard", "corrupt", "sent_ans_x", "ans_ans_x", "para_x")
+OLD_JUDGE = """import json, sys
+from grace_core.models.config import ModelConfig
+from grace_core.models.offline_embedder import OfflineEmbedder
+from grace_core.models.offline_judge import OfflineJudge
+from grace_core.models.roles import JudgeRequest
+pairs = json.load(sys.stdin)
+cfg = ModelConfig(torch_threads=int(sys.argv[1]))
+judge = OfflineJudge(OfflineEmbedder.from_config(cfg), cfg)
+json.dump([row[0].label for row in judge.judge([JudgeRequest(s, (c,)) for s, c in pairs])], sys.stdout)
+"""
+"""Labels the pairs (JSON list of [source, claim] on stdin) with the judge of the checkout it runs in."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +142,99 @@ def build_pairs(papers: list[dict], seed: int) -> list[Pair]:
     return pairs
 
 
+def _answers(question: dict) -> list[tuple[str, list[str]]]:
+    """(answer text, evidence without figures) of the question's extractive and abstractive
+    answers of at least :data:`MIN_ANSWER_WORDS` words."""
+    out = []
+    for a in question["answers"]:
+        if a["answer_type"] not in ("extractive", "abstractive"):
+            continue
+        text = normalise(a["free_form_answer"] or " ".join(a["extractive_spans"]))
+        if len(text.split()) >= MIN_ANSWER_WORDS:
+            out.append((text, [e for e in a["evidence"] if e.strip() and not e.startswith("FLOAT SELECTED")]))
+    return out
+
+
+def entailment_pairs(papers: list[dict], seed: int) -> list[Pair]:
+    """The pairs of the entailment comparison (``sent_ans``, ``ans_ans``, ``para`` and their
+    corrupted ``_x`` variants; see the module docstring)."""
+    rng = random.Random(seed)
+    pairs: list[Pair] = []
+
+    def add(fit: bool, kind: str, source: str, claim: str, pool: tuple[str, ...]) -> None:
+        pairs.append(Pair(fit, kind, source, claim))
+        bad = corrupt(claim, 0, rng, pool)
+        if bad is not None:
+            pairs.append(Pair(fit, f"{kind}_x", source, bad.corrupted))
+
+    for idx, paper in enumerate(papers):
+        fit = idx % 2 == 0
+        pool = term_pool("\n\n".join(paper_paragraphs(paper)))
+        seen: set[str] = set()
+        for q in paper["questions"]:
+            answers = _answers(q)
+            for text, evidence in answers:
+                sents = [u for e in evidence for u in sentences(e) if not is_fragment(u)]
+                if sents:
+                    words = content_stems(text)
+                    add(fit, "sent_ans", max(sents, key=lambda u: len(words & content_stems(u))), text, pool)
+                for e in evidence:
+                    units = [u for u in sentences(e) if not is_fragment(u)]
+                    for k, sent in enumerate(units):
+                        if sent in seen:
+                            continue
+                        seen.add(sent)
+                        for op in rng.sample(list(OPERATIONS.values()), len(OPERATIONS)):
+                            new = op(sent, rng)
+                            if new is not None:
+                                add(fit, "para", sent, new, pool)
+                                break
+                        joined = merge(sent, units[k + 1]) if k + 1 < len(units) else None
+                        if joined is not None:
+                            add(fit, "para", joined, rng.choice((sent, units[k + 1])), pool)
+            for (first, _), (second, _) in zip(answers, answers[1:]):
+                if first != second:
+                    add(fit, "ans_ans", first, second, pool)
+    return pairs
+
+
+def judge_labels(judge: OfflineJudge, pairs: list[Pair]) -> np.ndarray:
+    """The judge's label of every pair."""
+    return np.array([row[0].label for row in judge.judge([JudgeRequest(p.source, (p.claim,)) for p in pairs])])
+
+
+def checkout_labels(checkout: Path, pairs: list[Pair], threads: int) -> np.ndarray:
+    """The labels of the offline judge of another checkout (its code and default settings)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, "-c", OLD_JUDGE, str(threads)], input=json.dumps([[p.source, p.claim] for p in pairs]),
+                          capture_output=True, text=True, cwd=checkout, env=env, check=True)
+    return np.array(json.loads(done.stdout))
+
+
+def entailment_table(labels: dict[str, np.ndarray], kind: np.ndarray, held: np.ndarray) -> list[str]:
+    """Markdown rows: each judge's share of ``entails`` / ``contradicts`` per kind, then the
+    precision and recall of ``entails`` (positives: :data:`ENTAIL_POSITIVES`; negatives:
+    :data:`ENTAIL_NEGATIVES`) on the held-out half."""
+    names = list(labels)
+    rows = ["| pairs | n | " + " | ".join(f"{n}: entails / contradicts" for n in names) + " |",
+            "|---|---|" + "---|" * len(names)]
+    for k in (*ENTAIL_POSITIVES, *ENTAIL_NEGATIVES):
+        sel = held & (kind == k)
+        cells = [f"{float((lab[sel] == 'entails').mean()):.3f} / {float((lab[sel] == 'contradicts').mean()):.3f}" for lab in labels.values()]
+        rows.append(f"| {k} | {int(sel.sum())} | " + " | ".join(cells) + " |")
+    rows += ["", "| entailment | " + " | ".join(f"{n}: precision / recall" for n in names) + " |", "|---|" + "---|" * len(names)]
+    truth = np.isin(kind, ENTAIL_POSITIVES)
+    for positives in (*ENTAIL_POSITIVES, "all"):
+        pos = truth if positives == "all" else kind == positives
+        sel = held & (pos | np.isin(kind, ENTAIL_NEGATIVES))
+        cells = []
+        for lab in labels.values():
+            p, r, _ = precision_recall(lab[sel] == "entails", pos[sel])
+            cells.append(f"{p:.3f} / {r:.3f}")
+        rows.append(f"| {positives} vs all negatives | " + " | ".join(cells) + " |")
+    return rows
+
+
 def precision_recall(pred: np.ndarray, truth: np.ndarray) -> tuple[float, float, float]:
     """Precision, recall and F1 of boolean predictions."""
     tp = float(np.sum(pred & truth))
@@ -172,6 +298,7 @@ def main() -> None:
     ap.add_argument("--papers", type=int, default=100, help="first N papers of the dev file (all: 0)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--old-judge", type=Path, default=None, help="a checkout whose offline judge is reported beside this one")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -220,6 +347,14 @@ def main() -> None:
     for k in KINDS:
         sel = held & (kind == k)
         print(f"  {k:8s} entails {float(entails[sel].mean()):.3f}  contradicts {float(contra[sel].mean()):.3f}")
+
+    extra = entailment_pairs(papers, args.seed)
+    both = [p for p in pairs if p.kind in ("pos", "rand", "hard", "corrupt")] + extra
+    labels = {"new judge": judge_labels(OfflineJudge(embedder, ModelConfig(torch_threads=args.threads)), both)}
+    if args.old_judge is not None:
+        labels = {"old judge": checkout_labels(args.old_judge, both, args.threads), **labels}
+    print("\nentailment of the judge as it runs, held-out half:\n")
+    print("\n".join(entailment_table(labels, np.array([p.kind for p in both]), ~np.array([p.fit for p in both]))))
 
     rows = answer_rows(papers, embedder)
     afit = np.array([r[0] for r in rows])

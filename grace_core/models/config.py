@@ -67,6 +67,10 @@ class ModelConfig(BaseModel):
     hallucination_rate: float = Field(
         0.0, ge=0, le=1, description="Share of offline response sentences corrupted (number, negation or term), each recorded."
     )
+    paraphrase_rate: float = Field(
+        0.5, ge=0, le=1, description="Share of offline response sentences reworded (a clause or modifier dropped, clauses "
+        "swapped, two sentences merged), each recorded; none at temperature 0."
+    )
 
     # Offline thresholds: calibrated on QASPER dev by benchmarks/calibrate_judge.py (see README).
     judge_entail_similarity: float = Field(0.475, ge=-1, le=1, description="Offline judge: least cosine to the best source unit.")

@@ -4,9 +4,13 @@ negation, number, antonym or term mismatch with a highly similar unit of the sou
 Rule, per claim and its best unit in the source (see :mod:`grace_core.models.offline_support`):
 
 - ``contradicts`` if similarity ≥ ``judge_contradict_similarity`` and the two mismatch;
-- else ``entails`` if similarity ≥ ``judge_entail_similarity``, overlap ≥ ``judge_entail_overlap``
-  and the claim has no specific the source cannot back (a number or term the source never
-  mentions, a negation it never makes);
+- else ``entails`` if the claim has no specific the source cannot back (a number or term the
+  source never mentions, a negation it never makes) and either
+  - similarity ≥ ``judge_entail_similarity`` and overlap ≥ ``judge_entail_overlap``, or
+  - (containment) the source holds every content word of the claim (overlap ≥
+    :data:`CONTAINMENT_OVERLAP`) and similarity ≥ :data:`CONTAINMENT_SIMILARITY`: a longer
+    claim entails the shorter claims whose content it contains (its clauses, its sentence
+    without a modifier, one half of a merged sentence), however much else it says;
 - else ``neutral``.
 
 Thresholds are settings calibrated on QASPER dev by ``benchmarks/calibrate_judge.py``.
@@ -20,6 +24,12 @@ from grace_core.models.config import ModelConfig
 from grace_core.models.offline_support import Support, SupportScorer
 from grace_core.models.roles import Embedder, Judgement, JudgeRequest, Label
 
+CONTAINMENT_OVERLAP = 1.0
+"""Share of the claim's content words the source must hold for containment entailment: all."""
+CONTAINMENT_SIMILARITY = 0.3
+"""Least cosine for containment entailment: a short clause of a long sentence sits far from the
+whole in embedding space, but not this far when it is the same topic."""
+
 
 def label_of(support: Support | None, *, entail_similarity: float, entail_overlap: float, contradict_similarity: float) -> Label:
     """The judge's label for one claim given its :class:`Support` (None: nothing close)."""
@@ -27,7 +37,11 @@ def label_of(support: Support | None, *, entail_similarity: float, entail_overla
         return "neutral"
     if support.mismatch is not None and support.similarity >= contradict_similarity:
         return "contradicts"
-    if support.similarity >= entail_similarity and support.overlap >= entail_overlap and support.unsupported is None:
+    if support.unsupported is not None:
+        return "neutral"
+    if support.similarity >= entail_similarity and support.overlap >= entail_overlap:
+        return "entails"
+    if support.mismatch is None and support.similarity >= CONTAINMENT_SIMILARITY and support.overlap >= CONTAINMENT_OVERLAP:
         return "entails"
     return "neutral"
 
@@ -43,7 +57,7 @@ class OfflineJudge:
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[list[Judgement]]:
         """Judge every claim of every request (all pairs: it is cheap offline)."""
-        floor = min(self.entail_similarity, self.contradict_similarity)
+        floor = min(self.entail_similarity, self.contradict_similarity, CONTAINMENT_SIMILARITY)
         supports = self.scorer.support(
             [r.source for r in requests], [r.claims for r in requests],
             floor=floor, contradict_similarity=self.contradict_similarity,

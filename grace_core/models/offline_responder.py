@@ -3,12 +3,17 @@ question, diverse across samples by seeded sampling, optionally with recorded ha
 
 For sample ``i`` it takes the ``responder_pool`` sentences closest to the question, draws
 ``responder_sentences`` of them without replacement with weights ``exp((cos − max)/(0.1·τ))``
-(τ = temperature; τ = 0 takes the closest ones) and joins them in document order. Then each
-sentence is corrupted with probability ``hallucination_rate`` (a number changed, a negation
-flipped or a term swapped for another term of the context; see
-:mod:`grace_core.models.corruption`), and the corruption is recorded on the response.
-Every draw is seeded by (seed, question, context, sample), so results do not depend on batch
-order or process.
+(τ = temperature; τ = 0 takes the closest ones) and joins them in document order. As LLM
+samples word one fact differently, each sentence is then reworded with probability
+``paraphrase_rate`` when τ > 0 (a parenthesis, lead phrase, trailing modifier or clause
+dropped, clauses swapped, or merged with the next sentence when the two follow each other in
+the context; see :mod:`grace_core.models.paraphrase`): a rewording only drops or moves words,
+so it keeps the sentence true. Then each sentence is corrupted with probability
+``hallucination_rate`` (a number changed, a negation flipped or a term swapped for another
+term of the context; see :mod:`grace_core.models.corruption`), whose ``original`` is the
+reworded sentence, so the claims a corruption makes false stay known. Both are recorded on
+the response. Every draw is seeded by (seed, question, context, sample), so results do not
+depend on batch order or process.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from grace_core.models.config import ModelConfig
 from grace_core.models.corruption import corrupt, term_pool
 from grace_core.models.hashing import stable_seed
 from grace_core.models.offline_support import relevance
-from grace_core.models.roles import Embedder, RespondRequest, Response
+from grace_core.models.paraphrase import paraphrase
+from grace_core.models.roles import Embedder, Paraphrase, RespondRequest, Response
 from grace_core.models.segment import is_fragment, sentences
 
 TEMPERATURE_SCALE = 0.1
@@ -58,11 +64,21 @@ class OfflineResponder:
                 weights = np.exp((scores[pool] - scores[pool].max()) / (TEMPERATURE_SCALE * cfg.temperature))
                 rng = np.random.default_rng(stable_seed(cfg.seed, "sample", req.question, req.context, i))
                 chosen = rng.choice(pool, size=take, replace=False, p=weights / weights.sum())
-            picked = [sents[j] for j in sorted(chosen.tolist())]
-            out.append(self._hallucinate(picked, i, req, terms))
+            order = sorted(chosen.tolist())
+            picked, reworded = self._paraphrase(order, sents, i, req)
+            out.append(self._hallucinate(picked, i, req, terms, reworded))
         return out
 
-    def _hallucinate(self, picked: list[str], sample: int, req: RespondRequest, terms: tuple[str, ...]) -> Response:
+    def _paraphrase(self, order: list[int], sents: list[str], sample: int, req: RespondRequest) -> tuple[list[str], tuple[Paraphrase, ...]]:
+        """The chosen sentences (``order``: indices into ``sents``), reworded at ``paraphrase_rate`` (none at τ = 0)."""
+        rate = self.config.paraphrase_rate if self.config.temperature > 0 else 0.0
+        rng = random.Random(stable_seed(self.config.seed, "paraphrase", req.question, req.context, sample))
+        adjacent = [b == a + 1 for a, b in zip(order, order[1:])]
+        picked, done = paraphrase([sents[j] for j in order], adjacent, rate, rng)
+        return picked, tuple(done)
+
+    def _hallucinate(self, picked: list[str], sample: int, req: RespondRequest, terms: tuple[str, ...],
+                     paraphrases: tuple[Paraphrase, ...]) -> Response:
         rate = self.config.hallucination_rate
         rng = random.Random(stable_seed(self.config.seed, "hallucinate", req.question, req.context, sample))
         corruptions = []
@@ -72,4 +88,4 @@ class OfflineResponder:
                 if c is not None:
                     corruptions.append(c)
                     picked[k] = c.corrupted
-        return Response(" ".join(picked), sample, corruptions=tuple(corruptions))
+        return Response(" ".join(picked), sample, corruptions=tuple(corruptions), paraphrases=paraphrases)

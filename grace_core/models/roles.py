@@ -27,6 +27,7 @@ JudgeOutcome = Literal["ok", "failed", "capped", "skipped"]
 Label = Literal["entails", "contradicts", "neutral"]
 VerdictLabel = Literal["confirm", "reject", "abstain"]
 CorruptionKind = Literal["number", "negation", "term"]
+ParaphraseKind = Literal["parenthetical", "lead", "trailing", "clause", "swap", "merge"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +53,29 @@ class Corruption:
 
 
 @dataclass(frozen=True, slots=True)
+class Paraphrase:
+    """One truth-keeping rewording of the offline responder: sentence ``sentence_index`` of the
+    response is ``paraphrased``, said of ``original`` (one context sentence, or two for a
+    ``merge``) with words only dropped or moved (see :mod:`grace_core.models.paraphrase`)."""
+
+    sentence_index: int
+    kind: ParaphraseKind
+    original: str
+    paraphrased: str
+
+
+@dataclass(frozen=True, slots=True)
 class Response:
     """Sample ``sample`` of a responder's answer. ``corruptions`` lists the offline responder's
-    injected hallucinations (empty for LLMs, whose errors are unknown)."""
+    injected hallucinations (empty for LLMs, whose errors are unknown); ``paraphrases`` its
+    rewordings, which keep the sentences true (a corruption's ``original`` is the reworded one)."""
 
     text: str
     sample: int
     outcome: Outcome = "ok"
     error: str | None = None
     corruptions: tuple[Corruption, ...] = ()
+    paraphrases: tuple[Paraphrase, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

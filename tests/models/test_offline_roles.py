@@ -86,15 +86,15 @@ def _responder(embedder: OfflineEmbedder, **overrides: object) -> OfflineRespond
 
 def test_responder_is_extractive_seeded_and_diverse(embedder: OfflineEmbedder) -> None:
     req = RespondRequest("How is the tagger trained?", DOC, n=6)
-    first = _responder(embedder, temperature=1.0).respond([req])[0]
-    again = _responder(embedder, temperature=1.0).respond([req])[0]
+    first = _responder(embedder, temperature=1.0, paraphrase_rate=0.0).respond([req])[0]
+    again = _responder(embedder, temperature=1.0, paraphrase_rate=0.0).respond([req])[0]
     assert [r.text for r in first] == [r.text for r in again]
     assert len({r.text for r in first}) > 1
     units = set(claim_units(DOC))
     for r in first:
         assert r.corruptions == () and r.outcome == "ok"
         assert set(claim_units(r.text)) <= units
-    other_seed = _responder(embedder, temperature=1.0, seed=7).respond([req])[0]
+    other_seed = _responder(embedder, temperature=1.0, paraphrase_rate=0.0, seed=7).respond([req])[0]
     assert [r.text for r in other_seed] != [r.text for r in first]
     greedy = _responder(embedder, temperature=0.0).respond([req])[0]
     assert len({r.text for r in greedy}) == 1
@@ -102,8 +102,8 @@ def test_responder_is_extractive_seeded_and_diverse(embedder: OfflineEmbedder) -
 
 def test_responder_hallucinations_are_seeded_and_recorded(embedder: OfflineEmbedder) -> None:
     req = RespondRequest("What does the tagger use and how well does it do?", DOC, n=5)
-    clean = _responder(embedder, temperature=1.0).respond([req])[0]
-    dirty = _responder(embedder, temperature=1.0, hallucination_rate=1.0).respond([req])[0]
+    clean = _responder(embedder, temperature=1.0, paraphrase_rate=0.0).respond([req])[0]
+    dirty = _responder(embedder, temperature=1.0, paraphrase_rate=0.0, hallucination_rate=1.0).respond([req])[0]
     n_corrupted = 0
     for c, d in zip(clean, dirty, strict=True):
         assert d.corruptions, "every sentence should be corrupted at rate 1"
@@ -114,7 +114,9 @@ def test_responder_hallucinations_are_seeded_and_recorded(embedder: OfflineEmbed
         assert text == d.text
         n_corrupted += len(d.corruptions)
     assert n_corrupted >= len(dirty)
-    assert [r.corruptions for r in dirty] == [r.corruptions for r in _responder(embedder, temperature=1.0, hallucination_rate=1.0).respond([req])[0]]
+    assert [r.corruptions for r in dirty] == [
+        r.corruptions for r in _responder(embedder, temperature=1.0, paraphrase_rate=0.0, hallucination_rate=1.0).respond([req])[0]
+    ]
 
 
 def test_verifier_confirms_rejects_and_abstains(embedder: OfflineEmbedder, cfg: ModelConfig) -> None:
