@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.cli import main
 from tests.conftest import REPO
+from tests.grace_cli import run_grace
 
 pytestmark = pytest.mark.reliability
 
@@ -84,17 +84,7 @@ OPTION_PROBES: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
 ]
 
 
-def grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    """``grace ARGS`` in process through its entry point; (exit code, stdout, stderr). An
-    exception escaping ``main`` (a traceback) fails the test."""
-    monkeypatch.setattr(sys, "argv", ["grace", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+grace = run_grace
 
 
 def refused(code: int, out: str, err: str, *words: str) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.cli import main
 from storage.config import LakeConfig
 from tests.storage.conftest import make_bucket
+from tests.grace_cli import run_grace
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [
@@ -23,16 +23,7 @@ DOCS = [
 ]
 
 
-def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    """Run the grace command in-process; returns (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["grace", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_grace
 
 
 @pytest.fixture

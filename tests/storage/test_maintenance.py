@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -13,23 +12,15 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
-from flows.cli import main
 from storage.config import LakeConfig
 from storage.delta_tables import table_rel
 from storage.lake import Lake
 from storage.maintenance import compact, vacuum
 from tests.storage.sample_rows import claims, edges
+from tests.grace_cli import run_grace
 
 
-def grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["grace", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+grace = run_grace
 
 
 def files_of(lake: Lake, table: str) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,13 +14,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from flows.cli import main
 from grace_core.errors import LakeError
 from storage.config import LakeConfig
 from storage.lake import Lake
 from storage.migrate import migrate_lake
 from storage.schemas import TABLES, conform
 from tests.storage.sample_rows import claims, edges
+from tests.grace_cli import run_grace
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -63,15 +62,7 @@ def old_lake(tmp_path: Path) -> Path:
     return root
 
 
-def grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["grace", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+grace = run_grace
 
 
 def test_an_old_lake_is_refused_until_migrated_then_reads_the_same(old_lake: Path, monkeypatch, capsys) -> None:
