@@ -28,7 +28,8 @@ def metrics_table(rows: list[dict]) -> Table:
     table = Table(title="GRACE metrics per round")
     cols = [("round", "round"), ("docs", "n_documents"), ("claims", "n_claims"), ("grounded", "n_grounded"),
             ("boundary", "n_boundary"), ("refuted", "n_refuted"), ("PCR", "pcr"), ("KF", "kf"), ("deferred", "n_deferred"),
-            ("confirmed", "n_confirmed"), ("rejected", "n_rejected"), ("yield", "yield"), ("cascade", "cascade")]
+            ("confirmed", "n_confirmed"), ("rejected", "n_rejected"), ("pending", "n_pending"), ("yield", "yield"),
+            ("cascade", "cascade")]
     for title, _ in cols:
         table.add_column(title, justify="right")
     for r in rows:
