@@ -28,13 +28,13 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from flows.cli import main
 from flows.params import StageParams
 from grace_core.errors import GraceError, InvalidIdentifier
 from storage.lake import Lake
 from storage.review_files import ReviewArea
 from tests.conftest import REPO
 from tests.storage.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+from tests.grace_cli import run_grace as run_in_process
 
 pytestmark = pytest.mark.reliability
 
@@ -51,17 +51,11 @@ class Result:
 
 
 def grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str, **env: str) -> Result:
-    """Run ``grace ARGS`` in process through its console entry point, with ``env`` (GRACE_*
-    settings) set. An exception escaping ``main`` (a traceback) fails the test."""
+    """:func:`tests.grace_cli.run_grace` with ``env`` (GRACE_* settings) set for the call; no
+    traceback may appear in its output."""
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(sys, "argv", ["grace", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
+    code, out, err = run_in_process(monkeypatch, capsys, *args)
     for key in env:
         monkeypatch.delenv(key)
     assert "Traceback" not in out + err
