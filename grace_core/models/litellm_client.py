@@ -339,12 +339,14 @@ class LiteLLMClient:
 
             def record(outcome: CallOutcome, error: str | None, text: str | None = None, prompt: int = 0,
                        completion: int = 0, cost: float | None = None) -> None:
-                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=self.redact.values(text),
+                self._record(key=key, role=role, model=model, attempt=attempt, request=request, response=text,
                              prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
                              latency_s=time.perf_counter() - started, outcome=outcome, error=error)
 
             try:
                 text, resp = self._invoke(invoke, msgs)
+                if role != "embedder":  # the reply is parsed as it is recorded, so a replay from the cache gives the same value
+                    text = self.redact.values(text) or ""
             except _Transient as exc:
                 error = self.redact.error_text(str(exc))
                 self._count(calls=1)

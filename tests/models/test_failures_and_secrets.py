@@ -105,6 +105,21 @@ def test_redactor_removes_known_values_and_credential_shapes() -> None:
     assert line == "RuntimeError: boom"
 
 
+def test_a_reply_holding_a_secret_value_is_used_as_recorded_so_a_replay_from_the_cache_is_the_same(
+    llm_server: OpenAICompatibleServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # moto's convention (AWS_SECRET_ACCESS_KEY=testing) is an ordinary word of many papers
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    text = ["The testing set has 200 sentences. The tagger is fast."]
+    cache = MemoryCallCache()
+    [live] = build_roles(server_config(llm_server), cache).decomposer.decompose(text)
+    [replayed] = build_roles(server_config(llm_server), cache).decomposer.decompose(text)
+    assert len(llm_server.chat_requests()) == 1, "the second client is answered from the cache"
+    assert live == replayed and live.outcome == "ok"
+    assert not any("testing" in c for c in live.claims) and any(REDACTED in c for c in live.claims)
+    assert all("testing" not in (r.response or "") for r in cache.records)
+
+
 def test_reaching_the_spend_cap_is_a_warning_with_the_amounts(llm_server: OpenAICompatibleServer, caplog: pytest.LogCaptureFixture) -> None:
     roles = build_roles(server_config(llm_server, concurrency=1, spend_cap_usd=1e-5))
     roles.start_round(3)
