@@ -21,7 +21,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from flows.cli import ask, demo, eval, lake, review, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
+    from flows.cli import ask, demo, eval, lake, report, review, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -1,0 +1,263 @@
+"""The lake report of ``grace report``: one self-contained HTML page (``index.html``, its plots
+embedded as PNG data URIs, so the file alone can be mailed or opened anywhere) plus the same
+plots as PNG files beside it.
+
+It shows, from the lake's views and tables: PCR and KF over rounds, the frontier by document,
+the share of decided deferrals confirmed with its 95% Wilson interval, reviewer statistics
+(``reviewer_stats``: verdicts, seconds, agreement, Fleiss' kappa), model costs (``llm_calls``)
+and the top Boundary claims waiting. The figures are computed in
+:mod:`grace_core.report_figures`; this module reads the lake, plots and writes HTML.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+import polars as pl
+import pyarrow.dataset as ds
+
+from flows.eval_reports import png_bytes, pyplot
+from grace_core.report_figures import costs_by_round, frontier_by_document, precision_by_round, reviewer_totals, waiting_claims
+from grace_core.round import claim_texts
+from grace_core.status import STATUSES
+from storage.lake import Lake
+
+STATUS_COLOURS = {"grounded": "#2e7d32", "boundary": "#f9a825", "refuted": "#c62828"}
+VERDICT_COLOURS = {"n_confirm": "#2e7d32", "n_reject": "#c62828", "n_abstain": "#9e9e9e"}
+FRONTIER_DOCS = 25  # documents shown in the frontier plot (most Boundary claims first)
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the report shows, as computed tables."""
+
+    lake: str
+    metrics: pl.DataFrame
+    precision: pl.DataFrame
+    frontier: pl.DataFrame
+    reviewers: pl.DataFrame
+    reviewer_rounds: pl.DataFrame
+    costs: pl.DataFrame
+    waiting: pl.DataFrame
+
+
+def read_report_data(lake: Lake, *, top: int) -> ReportData:
+    """The report's tables from ``lake`` (``top``: Boundary claims waiting to list)."""
+    metrics = lake.query("SELECT * FROM round_metrics ORDER BY round")
+    status = lake.query("SELECT doc_id, claim_id, status, priority, confidence, decision FROM claim_status")
+    stats = lake.query("SELECT * FROM reviewer_stats ORDER BY round, reviewer")
+    queue = lake.query("SELECT doc_id, claim_id, reviewer FROM review_queue")
+    waiting = waiting_claims(status, queue, top)
+    rows = lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], filter=ds.field("doc_id").isin(waiting["doc_id"].unique().to_list()))
+    waiting = waiting.join(claim_texts(rows), on=["doc_id", "claim_id"], how="left")
+    calls = lake.read("llm_calls", columns=["round", "role", "outcome", "prompt_tokens", "completion_tokens", "cost_usd"])
+    return ReportData(
+        lake=lake.uri, metrics=metrics, precision=precision_by_round(metrics), frontier=frontier_by_document(status),
+        reviewers=reviewer_totals(stats), reviewer_rounds=stats, costs=costs_by_round(calls), waiting=waiting,
+    )
+
+
+def _empty(ax: Any, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} yet", ha="center", va="center", transform=ax.transAxes, color="#666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_coverage(metrics: pl.DataFrame) -> bytes:
+    """PCR (left axis, %) and KF (right axis) per round."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.6))
+    if metrics.height == 0:
+        _empty(ax, "scored rounds")
+    else:
+        rounds = metrics["round"].to_list()
+        ax.plot(rounds, [None if v is None else 100 * v for v in metrics["pcr"].to_list()], marker="o", color="#1565c0", label="PCR")
+        ax.set_xlabel("round")
+        ax.set_ylabel("PCR (%)", color="#1565c0")
+        ax.set_ylim(0, 100)
+        ax.set_xticks(rounds)
+        kf = ax.twinx()
+        kf.plot(rounds, metrics["kf"].to_list(), marker="s", color="#ef6c00", label="KF")
+        kf.set_ylabel("KF (Boundary claims per document)", color="#ef6c00")
+        kf.set_ylim(bottom=0)
+    ax.set_title("Prior coverage (PCR) and knowledge frontier (KF)")
+    return png_bytes(fig)
+
+
+def plot_frontier(frontier: pl.DataFrame) -> bytes:
+    """Claims per status of the documents with the most Boundary claims (horizontal stacked bars)."""
+    shown = frontier.head(FRONTIER_DOCS).reverse()
+    fig, ax = pyplot().subplots(figsize=(6.4, max(2.4, 0.3 * shown.height + 1.2)))
+    if shown.height == 0:
+        _empty(ax, "scored documents")
+    else:
+        left = [0] * shown.height
+        for status in (s for s in ("boundary", "grounded", "refuted") if s in STATUSES):
+            values = shown[status].to_list()
+            ax.barh(shown["doc_id"].to_list(), values, left=left, color=STATUS_COLOURS[status], label=status)
+            left = [a + b for a, b in zip(left, values)]
+        ax.set_xlabel("claims")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(f"Frontier by document (top {min(FRONTIER_DOCS, frontier.height)} of {frontier.height})")
+    return png_bytes(fig)
+
+
+def plot_precision(precision: pl.DataFrame) -> bytes:
+    """Share of decided deferrals confirmed per round with 95% Wilson intervals, and cumulative."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.6))
+    known = precision.filter(pl.col("share").is_not_null())
+    if known.height == 0:
+        _empty(ax, "decided verdicts")
+    else:
+        rounds = known["round"].to_list()
+        share = [100 * v for v in known["share"].to_list()]
+        err = [[s - 100 * lo for s, lo in zip(share, known["low"].to_list())], [100 * hi - s for s, hi in zip(share, known["high"].to_list())]]
+        ax.errorbar(rounds, share, yerr=err, fmt="o", capsize=4, color="#1565c0", label="this round")
+        cum = precision.filter(pl.col("cum_share").is_not_null())
+        ax.plot(cum["round"].to_list(), [100 * v for v in cum["cum_share"].to_list()], "--", color="#555", label="cumulative")
+        ax.fill_between(cum["round"].to_list(), [100 * v for v in cum["cum_low"].to_list()], [100 * v for v in cum["cum_high"].to_list()],
+                        color="#999", alpha=0.2)
+        ax.set_xticks(precision["round"].to_list())
+        ax.set_ylim(0, 105)
+        ax.set_xlabel("round of deferral")
+        ax.set_ylabel("confirmed / decided (%)")
+        ax.legend(fontsize=8)
+    ax.set_title("Reviewed precision with 95% Wilson interval")
+    return png_bytes(fig)
+
+
+def plot_reviewers(reviewers: pl.DataFrame) -> bytes:
+    """Verdicts per reviewer over all rounds (stacked bars)."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.2))
+    if reviewers.height == 0:
+        _empty(ax, "verdicts")
+    else:
+        names = reviewers["reviewer"].to_list()
+        bottom = [0] * len(names)
+        for col, colour in VERDICT_COLOURS.items():
+            values = reviewers[col].to_list()
+            ax.bar(names, values, bottom=bottom, color=colour, label=col.removeprefix("n_"))
+            bottom = [a + b for a, b in zip(bottom, values)]
+        ax.set_ylabel("verdicts")
+        ax.legend(fontsize=8)
+    ax.set_title("Verdicts per reviewer")
+    return png_bytes(fig)
+
+
+def plot_costs(costs: pl.DataFrame) -> bytes:
+    """Tokens per round by role (stacked bars)."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.2))
+    if costs.height == 0:
+        _empty(ax, "model calls")
+    else:
+        rounds = sorted(costs["round"].unique().to_list())
+        bottom = [0] * len(rounds)
+        for role in sorted(costs["role"].unique().to_list()):
+            by_round = dict(costs.filter(pl.col("role") == role).select("round", "tokens").iter_rows())
+            values = [by_round.get(r, 0) for r in rounds]
+            ax.bar([str(r) for r in rounds], values, bottom=bottom, label=role)
+            bottom = [a + b for a, b in zip(bottom, values)]
+        ax.set_xlabel("round")
+        ax.set_ylabel("tokens")
+        ax.legend(fontsize=8)
+    ax.set_title("Model tokens per round and role")
+    return png_bytes(fig)
+
+
+PLOTS: dict[str, tuple[str, Callable[[ReportData], bytes]]] = {
+    "coverage.png": ("PCR and KF over rounds", lambda d: plot_coverage(d.metrics)),
+    "frontier.png": ("Frontier by document", lambda d: plot_frontier(d.frontier)),
+    "precision.png": ("Reviewed precision", lambda d: plot_precision(d.precision)),
+    "reviewers.png": ("Verdicts per reviewer", lambda d: plot_reviewers(d.reviewers)),
+    "costs.png": ("Model tokens", lambda d: plot_costs(d.costs)),
+}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return html.escape(str(value))
+
+
+def html_table(df: pl.DataFrame, *, percent: tuple[str, ...] = (), limit: int | None = None) -> str:
+    """``df`` as an HTML table (values escaped; ``percent`` columns shown as percentages)."""
+    rows = df.head(limit) if limit else df
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows.columns)
+    body = []
+    for r in rows.iter_rows(named=True):
+        cells = [f"{100 * v:.1f}%" if c in percent and v is not None else _cell(v) for c, v in r.items()]
+        body.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    if not body:
+        body.append(f'<tr><td colspan="{max(1, len(rows.columns))}">none</td></tr>')
+    more = f"<p class=note>{df.height - rows.height} more rows not shown.</p>" if rows.height < df.height else ""
+    return f"<div class=wide><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
+
+
+def _img(name: str, alt: str, png: bytes) -> str:
+    return f'<img id="{name.removesuffix(".png")}" alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;font-size:.85em;margin:.6em 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}td:last-child{text-align:left}img{max-width:100%;border:1px solid #eee}.note{color:#666;font-size:.85em}.wide{overflow-x:auto}
+"""
+
+
+def render_html(data: ReportData, plots: dict[str, bytes], *, generated: datetime) -> str:
+    """The report page with ``plots`` (file name → PNG) embedded."""
+    img = {name: _img(name, PLOTS[name][0], png) for name, png in plots.items()}
+    costs_total = data.costs.select(pl.col("calls").sum(), pl.col("tokens").sum(), pl.col("cost_usd").sum()).row(0) if data.costs.height else (0, 0, 0.0)
+    last = data.metrics.row(-1, named=True) if data.metrics.height else None
+    summary = (
+        f"{last['n_documents']} documents, {last['n_claims']} claims after round {last['round']}: "
+        f"{last['n_grounded']} Grounded, {last['n_boundary']} Boundary, {last['n_refuted']} Refuted."
+        if last else "Nothing scored yet."
+    )
+    metric_cols = ["round", "n_documents", "n_claims", "n_grounded", "n_boundary", "n_refuted", "pcr", "kf", "n_deferred",
+                   "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "yield_decided", "cascade"]
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>GRACE report: {html.escape(data.lake)}</title><style>{_CSS}</style></head>
+<body>
+<h1>GRACE report</h1>
+<p>Lake <code>{html.escape(data.lake)}</code>, generated {generated.strftime('%Y-%m-%d %H:%M UTC')}. {html.escape(summary)}</p>
+<h2>PCR and KF over rounds</h2>
+{img['coverage.png']}
+{html_table(data.metrics.select([c for c in metric_cols if c in data.metrics.columns]), percent=("pcr", "yield", "yield_decided"))}
+<h2>Frontier by document</h2>
+<p class=note>Claims per status at each document's latest scoring; most Boundary claims first.</p>
+{img['frontier.png']}
+{html_table(data.frontier, limit=50)}
+<h2>Precision</h2>
+<p class=note>Share of the deferred claims decided (confirm or reject) that reviewers confirmed, by round of deferral,
+with its 95% Wilson score interval; abstentions and pending votes are left out.</p>
+{img['precision.png']}
+{html_table(data.precision, percent=("share", "low", "high", "cum_share", "cum_low", "cum_high"))}
+<h2>Reviewers</h2>
+{img['reviewers.png']}
+{html_table(data.reviewers)}
+<p class=note>Per round (agreement: share of a reviewer's votes on claims with ≥ 2 votes that equal the decision; Fleiss' kappa of the round).</p>
+{html_table(data.reviewer_rounds, percent=("agreement",))}
+<h2>Costs</h2>
+<p>{costs_total[0]} model calls, {costs_total[1]:,} tokens, ${costs_total[2]:.4f}.</p>
+{img['costs.png']}
+{html_table(data.costs)}
+<h2>Top Boundary claims waiting</h2>
+<p class=note>Boundary claims not decided for good, highest review priority first; <em>reviewers</em> names who has the claim now.</p>
+{html_table(data.waiting)}
+</body></html>
+"""
+
+
+def report_files(lake: Lake, *, top: int, generated: datetime) -> dict[str, bytes]:
+    """The report's files: ``index.html`` and each plot as PNG."""
+    data = read_report_data(lake, top=top)
+    plots = {name: draw(data) for name, (_, draw) in PLOTS.items()}
+    return {"index.html": render_html(data, plots, generated=generated).encode("utf-8"), **plots}

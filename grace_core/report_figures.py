@@ -1,0 +1,106 @@
+"""The figures of the lake report (``grace report``), computed from the rows of the lake's views
+and tables; rendering them (plots, HTML) is the flows' business.
+
+Each function takes the rows as the catalog gives them and returns a small table:
+
+- :func:`precision_by_round`: per round, the share of decided deferrals that reviewers
+  confirmed, with its 95% Wilson interval (:func:`grace_core.intervals.wilson_interval`), and
+  the same share cumulated over the rounds so far;
+- :func:`frontier_by_document`: each document's claims per status at its latest scoring,
+  most Boundary claims first (the knowledge frontier, DESIGN §7);
+- :func:`reviewer_totals`: each reviewer's verdicts over all rounds;
+- :func:`costs_by_round`: model calls, tokens and dollars per round and role (``llm_calls``);
+- :func:`waiting_claims`: the Boundary claims not decided for good, highest priority first,
+  with the reviewers they are waiting on.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from grace_core.intervals import wilson_interval
+from grace_core.status import BOUNDARY, STATUSES
+
+PRECISION_SCHEMA = {
+    "round": pl.Int64, "n_confirmed": pl.Int64, "n_decided": pl.Int64, "share": pl.Float64, "low": pl.Float64, "high": pl.Float64,
+    "cum_confirmed": pl.Int64, "cum_decided": pl.Int64, "cum_share": pl.Float64, "cum_low": pl.Float64, "cum_high": pl.Float64,
+}
+
+
+def _interval(successes: int, n: int) -> tuple[float | None, float | None, float | None]:
+    bounds = wilson_interval(successes, n)
+    return (successes / n, *bounds) if bounds else (None, None, None)
+
+
+def precision_by_round(metrics: pl.DataFrame) -> pl.DataFrame:
+    """``round_metrics`` rows (``round, n_confirmed, n_rejected``) → per round ``n_confirmed,
+    n_decided`` (confirmed + rejected), ``share`` = confirmed / decided with its 95% Wilson
+    interval ``low, high``, and the ``cum_*`` counterparts over the rounds up to it. Rounds
+    where nothing was decided have null shares. Abstentions and pending votes are left out."""
+    rows, cum_c, cum_n = [], 0, 0
+    for r in metrics.sort("round").iter_rows(named=True):
+        c, n = int(r["n_confirmed"] or 0), int(r["n_confirmed"] or 0) + int(r["n_rejected"] or 0)
+        cum_c, cum_n = cum_c + c, cum_n + n
+        share, low, high = _interval(c, n)
+        cum_share, cum_low, cum_high = _interval(cum_c, cum_n)
+        rows.append({"round": r["round"], "n_confirmed": c, "n_decided": n, "share": share, "low": low, "high": high,
+                     "cum_confirmed": cum_c, "cum_decided": cum_n, "cum_share": cum_share, "cum_low": cum_low, "cum_high": cum_high})
+    return pl.DataFrame(rows, schema=PRECISION_SCHEMA)
+
+
+def frontier_by_document(status: pl.DataFrame) -> pl.DataFrame:
+    """``claim_status`` rows (``doc_id, status``) → ``doc_id, grounded, boundary, refuted``
+    (claims per status), most Boundary claims first, ties by document id."""
+    counts = status.group_by("doc_id").agg(*[(pl.col("status") == s).sum().cast(pl.Int64).alias(s) for s in STATUSES])
+    return counts.select("doc_id", *STATUSES).sort([BOUNDARY, "doc_id"], descending=[True, False])
+
+
+def reviewer_totals(stats: pl.DataFrame) -> pl.DataFrame:
+    """``reviewer_stats`` rows → per reviewer ``rounds, n_verdicts, n_confirm, n_reject,
+    n_abstain`` summed over rounds and ``mean_seconds`` weighted by verdicts (null when none was
+    timed, e.g. the verifier); by reviewer."""
+    if stats.height == 0:
+        return pl.DataFrame(schema={"reviewer": pl.Utf8, "rounds": pl.Int64, "n_verdicts": pl.Int64, "n_confirm": pl.Int64,
+                                    "n_reject": pl.Int64, "n_abstain": pl.Int64, "mean_seconds": pl.Float64})
+    return stats.group_by("reviewer").agg(
+        rounds=pl.col("round").n_unique().cast(pl.Int64),
+        n_verdicts=pl.col("n_verdicts").sum().cast(pl.Int64),
+        n_confirm=pl.col("n_confirm").sum().cast(pl.Int64),
+        n_reject=pl.col("n_reject").sum().cast(pl.Int64),
+        n_abstain=pl.col("n_abstain").sum().cast(pl.Int64),
+        _timed=pl.col("n_verdicts").filter(pl.col("mean_seconds").is_not_null()).sum(),
+        _seconds=(pl.col("mean_seconds") * pl.col("n_verdicts")).sum(),
+    ).with_columns(
+        mean_seconds=pl.when(pl.col("_timed") > 0).then(pl.col("_seconds") / pl.col("_timed")),
+    ).drop("_timed", "_seconds").sort("reviewer")
+
+
+def costs_by_round(calls: pl.DataFrame) -> pl.DataFrame:
+    """``llm_calls`` rows (``round, role, outcome, prompt_tokens, completion_tokens,
+    cost_usd``) → per round and role ``calls, failed`` (outcome other than ok), ``tokens``
+    (prompt + completion) and ``cost_usd``; by round, then role."""
+    return (
+        calls.group_by("round", "role").agg(
+            calls=pl.len().cast(pl.Int64),
+            failed=(pl.col("outcome") != "ok").sum().cast(pl.Int64),
+            tokens=(pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens").fill_null(0)).sum().cast(pl.Int64),
+            cost_usd=pl.col("cost_usd").fill_null(0.0).sum(),
+        ).sort("round", "role")
+    )
+
+
+def waiting_claims(status: pl.DataFrame, queue: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """The ``limit`` Boundary claims of highest priority not decided for good: ``doc_id,
+    claim_id, priority, confidence, decision, reviewers`` (comma-separated reviewers the claim
+    is waiting on in the ``review_queue``, empty when not deferred).
+
+    ``status``: ``claim_status`` rows; ``queue``: ``doc_id, claim_id, reviewer``."""
+    keys = ["doc_id", "claim_id"]
+    waiting_on = queue.group_by(keys).agg(reviewers=pl.col("reviewer").unique().sort().str.join(", "))
+    return (
+        status.filter((pl.col("status") == BOUNDARY) & ~pl.col("decision").fill_null("").is_in(["confirm", "reject"]))
+        .sort(["priority", "doc_id", "claim_id"], descending=[True, False, False], nulls_last=True)
+        .head(limit)
+        .join(waiting_on, on=keys, how="left")
+        .select(*keys, "priority", "confidence", "decision", pl.col("reviewers").fill_null(""))
+    )

@@ -1,0 +1,105 @@
+"""``grace report``: the figures (Wilson interval, precision per round, frontier, reviewers,
+costs, claims waiting) on a small lake written table by table, the page and its plots, and the
+page rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from grace_core.intervals import wilson_interval
+from grace_core.report_figures import precision_by_round, waiting_claims
+from storage.lake import Lake
+from tests.grace_cli import run_grace
+from tests.report.conftest import cid
+
+PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "costs.png")
+
+
+def test_wilson_interval_matches_the_closed_form_and_stays_inside_0_1() -> None:
+    low, high = wilson_interval(2, 3)
+    assert low == pytest.approx(0.20766, abs=1e-5) and high == pytest.approx(0.93851, abs=1e-5)
+    low, high = wilson_interval(0, 10)  # p̂ = 0: [0, z²/(n + z²)], not the empty Wald interval
+    assert low == 0.0 and high == pytest.approx(3.8415 / 13.8415, abs=1e-4)
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0) and wilson_interval(10, 10)[0] == pytest.approx(1 - 3.8415 / 13.8415, abs=1e-4)
+    assert wilson_interval(0, 0) is None
+    wide, narrow = wilson_interval(8, 10), wilson_interval(800, 1000)
+    assert wide[0] < narrow[0] < 0.8 < narrow[1] < wide[1]
+
+
+def test_precision_by_round_counts_decided_votes_and_cumulates() -> None:
+    metrics = pl.DataFrame({"round": [1, 2, 3], "n_confirmed": [3, 0, 1], "n_rejected": [1, 0, 1]})
+    p = precision_by_round(metrics)
+    assert p["n_decided"].to_list() == [4, 0, 2] and p["share"].to_list() == [0.75, None, 0.5]
+    assert p["cum_decided"].to_list() == [4, 4, 6] and p["cum_share"][2] == pytest.approx(4 / 6)
+    assert (p["cum_low"][2], p["cum_high"][2]) == pytest.approx(wilson_interval(4, 6))
+
+
+def test_waiting_claims_leave_out_decided_claims_and_name_the_reviewers() -> None:
+    status = pl.DataFrame({
+        "doc_id": ["d"] * 4, "claim_id": ["a", "b", "c", "g"], "status": ["boundary", "boundary", "boundary", "grounded"],
+        "priority": [0.9, 0.5, 0.7, None], "confidence": [0.1] * 4, "decision": ["reject", None, "abstain", None],
+    })
+    queue = pl.DataFrame({"doc_id": ["d", "d"], "claim_id": ["b", "b"], "reviewer": ["bob", "alice"]})
+    w = waiting_claims(status, queue, 5)
+    assert w["claim_id"].to_list() == ["c", "b"] and w["reviewers"].to_list() == ["", "alice, bob"]
+
+
+def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
+    out = tmp_path / "report"
+    code, stdout, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(out), "--top", "4")
+    assert code == 0, stderr
+    assert f"{out / 'index.html'} (5 plots)" in stdout
+    for name in PLOTS:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert len(re.findall(r'<img id="\w+" alt="[^"]+" src="data:image/png;base64,', page)) == len(PLOTS)
+    assert 'src="http' not in page and "<link" not in page and "<script" not in page  # self-contained
+    for heading in ("PCR and KF over rounds", "Frontier by document", "Precision", "Reviewers", "Costs", "Top Boundary claims waiting"):
+        assert f"<h2>{heading}</h2>" in page
+    # precision: round 1 decided 3 claims (paper-b's split vote is an abstain), 2 confirmed → 66.7% [20.8%, 93.9%]
+    assert "<td>66.7%</td><td>20.8%</td><td>93.9%</td>" in page
+    assert "18 model calls, 3,960 tokens, $0.0360." in page  # 2 rounds × 3 roles × calls of 120, 220, 320 tokens and $0.001–0.003
+    waiting = page.split("<h2>Top Boundary claims waiting</h2>")[1]
+    assert cid("paper-b", 6) in waiting and "<td>alice</td>" in waiting  # deferred, unanswered
+    assert cid("paper-b", 5) in waiting  # the split vote was an abstain: still waiting
+    assert cid("paper-c", 6) not in waiting and cid("paper-a", 3) not in waiting  # rejected, confirmed
+    assert "says something &lt;checkable&gt; &amp; specific." in waiting and "<checkable>" not in page
+
+
+def test_report_of_a_missing_lake_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    code, stdout, stderr = run_grace(monkeypatch, capsys, "report", "--lake", str(tmp_path / "none"), "--out", str(tmp_path / "r"))
+    assert code == 2 and stderr.startswith("grace: error: no lake at") and stderr.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.e2e
+def test_report_renders_in_headless_chromium_with_its_plots(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "report"
+    code, _, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(out))
+    assert code == 0, stderr
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto((out / "index.html").as_uri())
+            page.wait_for_load_state("load")
+            images = page.eval_on_selector_all("img", "els => els.map(e => [e.id, e.complete, e.naturalWidth, e.naturalHeight])")
+            assert sorted(i[0] for i in images) == sorted(n.removesuffix(".png") for n in PLOTS)
+            assert all(complete and w > 100 and h > 100 for _, complete, w, h in images), images
+            assert page.title().startswith("GRACE report")
+            assert page.locator("h2", has_text="Top Boundary claims waiting").is_visible()
+            shot = out / "screenshot.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
