@@ -1,6 +1,6 @@
 """``score_round``: the round of :mod:`grace_core.round` per chunk of documents — decisions from
-the votes that arrived, promotion, cascade, then graph-tool centralities → scores and statuses
-— with the round's metrics as Prefect artifacts."""
+the votes that arrived, promotion, cascade, then the compiled centralities (one thread per
+task; parallelism is across tasks) → scores and statuses — with the round's metrics as Prefect artifacts."""
 
 from __future__ import annotations
 
@@ -48,9 +48,6 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
     """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
     arrived, promote and cascade, score; commit decisions, new sources and edges, and scores
     (once)."""
-    from graph_tool import openmp_set_num_threads
-
-    openmp_set_num_threads(1)  # documents are scored one at a time; parallelism is across tasks
     lake = open_lake(settings)
     caches = []
 

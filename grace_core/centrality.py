@@ -1,134 +1,283 @@
-"""Weighted distances and centralities on one document's claim graph (DESIGN §2, §4).
+"""Weighted distances and centralities of claim graphs (DESIGN §2, §4), compiled with numba.
+
+Documents arrive as one flat table: vertices ``node_offsets[d]:node_offsets[d+1]`` and edges
+``edge_offsets[d]:edge_offsets[d+1]`` belong to document ``d``, edge endpoints are vertex
+indices within their document, and the cost of an edge is ``1 / weight``. Every document is a
+graph of its own (never one graph for many documents: exact closeness grows with N²), scored
+one after the other on one thread inside compiled loops, so a document costs no Python call.
 
 A claim graph is bipartite: every edge joins a source to a claim. Exact all-pairs distances
-therefore need Dijkstra runs (graph-tool) from the *smaller* side only: for a vertex ``o`` of
+therefore need Dijkstra runs from the *smaller* side (the pivots) only: for a vertex ``o`` of
 the other side, every path leaves through a neighbour ``s``, so
 
     d(o, u) = min_{s ∈ N(o)} (cost(o, s) + d(s, u))    for u ≠ o,   d(o, o) = 0.
 
-With ≈13 sources and ≈200 claims that is 13 single-source problems instead of 213; while the
-smaller side is small they are solved together by min-plus products and Floyd–Warshall on the
-pivot-to-pivot two-hop graph, otherwise by graph-tool's Dijkstra (see
-benchmarks/bench_scoring.py). Costs are ``1 / weight``.
+With ≈13 sources and ≈200 claims that is 13 single-source problems instead of 213. Dijkstra
+uses a binary heap with lazy deletion; betweenness is Brandes' algorithm with networkx's tie
+rule (two path lengths are equal when their float sums are), so both match networkx exactly.
+
+Why numba (a compiled dependency, from PyPI with its llvmlite wheel): the per-vertex loops of
+Dijkstra and Brandes cannot be vectorised, and on ≈200-vertex graphs the per-call overhead of a
+graph library (graph objects, views, property maps) cost more than the search itself
+(benchmarks/bench_scoring.py). Compiled functions are cached on disk (``cache=True``), so only
+the first process after a change of this file compiles them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-from graph_tool import Graph, GraphView
-from graph_tool.centrality import betweenness
-from graph_tool.topology import shortest_distance
+from numba import njit
 
-_CHUNK_CELLS = 2_000_000  # other-side rows are derived in chunks of at most this many matrix cells
-MIN_PLUS_MAX_PIVOTS = 48  # up to this many pivots, min-plus algebra replaces per-pivot Dijkstra runs
+_INF = np.inf
 
 
-@dataclass(frozen=True)
-class Distances:
-    """Exact shortest-path facts of one document graph.
+@njit(cache=True)
+def _adjacency(n, src, dst, cost):
+    """Undirected CSR adjacency (``indptr, neighbour, edge cost``) of one document."""
+    indptr = np.zeros(n + 1, np.int64)
+    for i in range(len(src)):
+        indptr[src[i] + 1] += 1
+        indptr[dst[i] + 1] += 1
+    for v in range(n):
+        indptr[v + 1] += indptr[v]
+    fill = indptr[:-1].copy()
+    nbr = np.empty(2 * len(src), np.int64)
+    w = np.empty(2 * len(src))
+    for i in range(len(src)):
+        a, b = src[i], dst[i]
+        nbr[fill[a]] = b
+        w[fill[a]] = cost[i]
+        fill[a] += 1
+        nbr[fill[b]] = a
+        w[fill[b]] = cost[i]
+        fill[b] += 1
+    return indptr, nbr, w
 
-    ``pivot``: vertices of the side Dijkstra ran from; ``pivot_dist``: their distance rows
-    (``len(pivot) × N``, ``inf`` when unreachable); ``sums``: Σ of finite distances from each
-    vertex; ``reach``: number of vertices each vertex reaches, itself included (its
-    component's size ``n_v``).
-    """
 
-    n: int
-    pivot: np.ndarray
-    pivot_dist: np.ndarray
-    sums: np.ndarray
-    reach: np.ndarray
+@njit(cache=True)
+def _push(hk, hv, size, key, v):
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if hk[parent] <= key:
+            break
+        hk[i] = hk[parent]
+        hv[i] = hv[parent]
+        i = parent
+    hk[i] = key
+    hv[i] = v
+    return size + 1
 
 
-def _min_plus_pivot_rows(n: int, pivot: np.ndarray, other: np.ndarray, piv_end: np.ndarray, oth_end: np.ndarray,
-                         edge_cost: np.ndarray) -> np.ndarray:
-    """Distance rows of the pivot vertices by min-plus algebra on the bipartite cost matrix
-    ``A`` (pivot × other): two hops ``T = A ⊗ Aᵀ`` give the pivot-to-pivot graph, Floyd–Warshall
-    closes it, and ``T* ⊗ A`` gives pivot-to-other distances. Exact, like Dijkstra, and cheaper
-    than one Dijkstra run per pivot while the pivot side is small."""
-    p = len(pivot)
-    row = np.full(n, -1)
-    row[pivot] = np.arange(p)
-    col = np.full(n, -1)
-    col[other] = np.arange(len(other))
-    a = np.full((p, len(other)), np.inf)
-    np.minimum.at(a, (row[piv_end], col[oth_end]), edge_cost)
-    t = np.empty((p, p))
-    for i in range(p):
-        t[i] = (a[i] + a).min(axis=1) if len(other) else np.inf
-    np.fill_diagonal(t, 0.0)
-    for k in range(p):
-        np.minimum(t, t[:, k, None] + t[None, k, :], out=t)
-    out = np.empty((p, n))
-    out[:, pivot] = t
-    for i in range(p):
-        out[i, other] = (t[i][:, None] + a).min(axis=0) if p else np.inf
+@njit(cache=True)
+def _pop(hk, hv, size):
+    key = hk[0]
+    v = hv[0]
+    size -= 1
+    last_k = hk[size]
+    last_v = hv[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= last_k:
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        i = c
+    hk[i] = last_k
+    hv[i] = last_v
+    return key, v, size
+
+
+@njit(cache=True)
+def _dijkstra(indptr, nbr, w, sources, dist, done, hk, hv):
+    """Distances from the nearest of ``sources`` into ``dist`` (``inf`` when unreachable)."""
+    dist[:] = _INF
+    done[:] = False
+    size = 0
+    for s in sources:
+        dist[s] = 0.0
+        size = _push(hk, hv, size, 0.0, s)
+    while size:
+        d, v, size = _pop(hk, hv, size)
+        if done[v]:
+            continue
+        done[v] = True
+        for j in range(indptr[v], indptr[v + 1]):
+            u = nbr[j]
+            nd = d + w[j]
+            if nd < dist[u]:
+                dist[u] = nd
+                size = _push(hk, hv, size, nd, u)
+
+
+@njit(cache=True)
+def _document_closeness_novelty(n, src, dst, cost, is_source, is_prior, cc, nov):
+    indptr, nbr, w = _adjacency(n, src, dst, cost)
+    done = np.zeros(n, np.bool_)
+    hk = np.empty(2 * len(src) + n + 1)
+    hv = np.empty(2 * len(src) + n + 1, np.int64)
+    n_sources = 0
+    for v in range(n):
+        n_sources += is_source[v]
+    pivot_is_source = n_sources <= n - n_sources
+    pivots = np.flatnonzero(is_source == pivot_is_source)
+    row_of = np.full(n, -1, np.int64)
+    dist = np.empty((len(pivots), n))
+    one = np.empty(1, np.int64)
+    sums = np.zeros(n)
+    reach = np.ones(n)
+    for i in range(len(pivots)):
+        row_of[pivots[i]] = i
+        one[0] = pivots[i]
+        _dijkstra(indptr, nbr, w, one, dist[i], done, hk, hv)
+        s = 0.0
+        k = 0
+        for u in range(n):
+            if dist[i, u] < _INF:
+                s += dist[i, u]
+                k += 1
+        sums[pivots[i]] = s
+        reach[pivots[i]] = k
+    row = np.empty(n)
+    for o in range(n):
+        if row_of[o] >= 0:
+            continue
+        row[:] = _INF
+        for j in range(indptr[o], indptr[o + 1]):
+            r = row_of[nbr[j]]
+            c = w[j]
+            for u in range(n):
+                x = c + dist[r, u]
+                if x < row[u]:
+                    row[u] = x
+        row[o] = 0.0
+        s = 0.0
+        k = 0
+        for u in range(n):
+            if row[u] < _INF:
+                s += row[u]
+                k += 1
+        sums[o] = s
+        reach[o] = k
+    for v in range(n):
+        cc[v] = (reach[v] - 1.0) ** 2 / (n - 1.0) / sums[v] if n > 1 and reach[v] > 1 else 0.0
+
+    priors = np.flatnonzero(is_prior)
+    to_prior = np.full(n, _INF)
+    if len(priors):
+        _dijkstra(indptr, nbr, w, priors, to_prior, done, hk, hv)
+    far = -1.0
+    for v in range(n):
+        if not is_source[v] and to_prior[v] < _INF and to_prior[v] > far:
+            far = to_prior[v]
+    fill = far + 1.0 if far >= 0.0 else 1.0
+    for v in range(n):
+        nov[v] = 0.0 if is_source[v] else (to_prior[v] if to_prior[v] < _INF else fill)
+
+
+@njit(cache=True)
+def _closeness_novelty(node_offsets, edge_offsets, src, dst, cost, is_source, is_prior):
+    cc = np.zeros(node_offsets[-1])
+    nov = np.zeros(node_offsets[-1])
+    for d in range(len(node_offsets) - 1):
+        a, b = node_offsets[d], node_offsets[d + 1]
+        ea, eb = edge_offsets[d], edge_offsets[d + 1]
+        _document_closeness_novelty(b - a, src[ea:eb], dst[ea:eb], cost[ea:eb], is_source[a:b], is_prior[a:b], cc[a:b], nov[a:b])
+    return cc, nov
+
+
+@njit(cache=True)
+def _document_betweenness(n, src, dst, cost, keep, out):
+    m = 0
+    for v in range(n):
+        m += keep[v]
+    if m <= 2:
+        return
+    indptr, nbr, w = _adjacency(n, src, dst, cost)
+    dist = np.empty(n)
+    sigma = np.empty(n)
+    delta = np.empty(n)
+    done = np.empty(n, np.bool_)
+    order = np.empty(n, np.int64)
+    hk = np.empty(2 * len(src) + n + 1)
+    hv = np.empty(2 * len(src) + n + 1, np.int64)
+    for s in range(n):
+        if not keep[s]:
+            continue
+        dist[:] = _INF
+        sigma[:] = 0.0
+        delta[:] = 0.0
+        done[:] = False
+        dist[s] = 0.0
+        sigma[s] = 1.0
+        size = _push(hk, hv, 0, 0.0, s)
+        count = 0
+        while size:
+            d, v, size = _pop(hk, hv, size)
+            if done[v]:
+                continue
+            done[v] = True
+            order[count] = v
+            count += 1
+            for j in range(indptr[v], indptr[v + 1]):
+                u = nbr[j]
+                if not keep[u]:
+                    continue
+                nd = d + w[j]
+                if nd < dist[u]:
+                    dist[u] = nd
+                    sigma[u] = sigma[v]
+                    size = _push(hk, hv, size, nd, u)
+                elif nd == dist[u] and not done[u]:
+                    sigma[u] += sigma[v]
+        for i in range(count - 1, -1, -1):
+            x = order[i]
+            for j in range(indptr[x], indptr[x + 1]):
+                v = nbr[j]
+                if keep[v] and dist[v] + w[j] == dist[x]:
+                    delta[v] += sigma[v] / sigma[x] * (1.0 + delta[x])
+            if x != s:
+                out[x] += delta[x]
+    scale = 1.0 / ((m - 1.0) * (m - 2.0))
+    for v in range(n):
+        out[v] *= scale
+
+
+@njit(cache=True)
+def _betweenness(node_offsets, edge_offsets, src, dst, cost, keep):
+    out = np.zeros(node_offsets[-1])
+    for d in range(len(node_offsets) - 1):
+        a, b = node_offsets[d], node_offsets[d + 1]
+        ea, eb = edge_offsets[d], edge_offsets[d + 1]
+        _document_betweenness(b - a, src[ea:eb], dst[ea:eb], cost[ea:eb], keep[a:b], out[a:b])
     return out
 
 
-def bipartite_distances(g: Graph, cost, left: np.ndarray, src: np.ndarray, dst: np.ndarray, edge_cost: np.ndarray) -> Distances:
-    """All distance sums of a bipartite graph whose edges run ``src`` (a ``left`` vertex) →
-    ``dst`` (a right vertex) with ``edge_cost``; ``g``/``cost`` is the same graph in graph-tool."""
-    n = g.num_vertices()
-    left = np.asarray(left, dtype=bool)
-    pivot_is_left = left.sum() <= n - left.sum()
-    pivot = np.flatnonzero(left if pivot_is_left else ~left)
-    other = np.flatnonzero(~left if pivot_is_left else left)
-    piv_end, oth_end = (src, dst) if pivot_is_left else (dst, src)
-
-    if len(pivot) <= MIN_PLUS_MAX_PIVOTS:
-        pivot_dist = _min_plus_pivot_rows(n, pivot, other, piv_end, oth_end, np.asarray(edge_cost, float))
-    else:
-        pivot_dist = np.empty((len(pivot), n))
-        dist_map = g.new_vertex_property("double")
-        for i, v in enumerate(pivot):
-            shortest_distance(g, source=int(v), weights=cost, dist_map=dist_map)
-            pivot_dist[i] = dist_map.a
-    sums = np.zeros(n)
-    reach = np.ones(n)
-    finite = np.isfinite(pivot_dist)
-    sums[pivot] = np.where(finite, pivot_dist, 0.0).sum(axis=1)
-    reach[pivot] = finite.sum(axis=1)
-
-    # other side: row o = min over its edges of (edge cost + pivot row of the neighbour)
-    row_of_pivot = np.full(n, len(pivot))
-    row_of_pivot[pivot] = np.arange(len(pivot))
-    padded_dist = np.vstack([pivot_dist, np.full((1, n), np.inf)])
-    slot = np.full(n, -1)
-    slot[other] = np.arange(len(other))
-    order = np.argsort(slot[oth_end], kind="stable")
-    o_slot, p_row, e_cost = slot[oth_end][order], row_of_pivot[piv_end][order], np.asarray(edge_cost, float)[order]
-    degree = np.bincount(o_slot, minlength=len(other))
-    k = int(degree.max()) if len(degree) else 0
-    nbr = np.full((len(other), max(k, 1)), len(pivot))
-    nbr_cost = np.zeros((len(other), max(k, 1)))
-    position = np.arange(len(o_slot)) - np.repeat(np.cumsum(degree) - degree, degree)
-    nbr[o_slot, position] = p_row
-    nbr_cost[o_slot, position] = e_cost
-    step = max(1, _CHUNK_CELLS // max(n, 1))
-    for a in range(0, len(other), step):
-        b = min(a + step, len(other))
-        rows = padded_dist[nbr[a:b, 0]] + nbr_cost[a:b, 0, None]
-        for j in range(1, k):
-            np.minimum(rows, padded_dist[nbr[a:b, j]] + nbr_cost[a:b, j, None], out=rows)
-        rows[np.arange(b - a), other[a:b]] = 0.0
-        fin = np.isfinite(rows)
-        sums[other[a:b]] = np.where(fin, rows, 0.0).sum(axis=1)
-        reach[other[a:b]] = fin.sum(axis=1)
-    return Distances(n=n, pivot=pivot, pivot_dist=pivot_dist, sums=sums, reach=reach)
+def _flat(node_offsets, edge_offsets, src, dst, cost):
+    return (np.ascontiguousarray(node_offsets, np.int64), np.ascontiguousarray(edge_offsets, np.int64),
+            np.ascontiguousarray(src, np.int64), np.ascontiguousarray(dst, np.int64), np.ascontiguousarray(cost, np.float64))
 
 
-def wf_closeness(d: Distances) -> np.ndarray:
-    r"""Weighted Wasserman–Faust closeness of every vertex.
+def closeness_and_novelty(node_offsets, edge_offsets, src, dst, cost, is_source, is_prior) -> tuple[np.ndarray, np.ndarray]:
+    r"""Closeness of every vertex and novelty of every claim vertex, document by document.
+
+    ``is_source`` marks the source vertices (the other side are claims), ``is_prior`` the
+    prior sources (document passages and verified claims). Returns ``(closeness, novelty)``,
+    one value per vertex (novelty 0 on sources).
+
+    **Closeness** is the weighted Wasserman–Faust closeness:
 
     .. math::
 
         CC(v) = \frac{n_v - 1}{N - 1} \cdot \frac{n_v - 1}{\sum_{u \in V_v} d_W(v, u)}
 
-    where ``N`` is the number of vertices of the graph, ``V_v`` the connected component of
-    ``v``, ``n_v = |V_v|`` and ``d_W`` the Dijkstra distance with edge cost ``1/w``.
+    where ``N`` is the number of vertices of the document's graph, ``V_v`` the connected
+    component of ``v``, ``n_v = |V_v|`` and ``d_W`` the Dijkstra distance with edge cost ``1/w``.
 
     Normalisation: the first factor scales a component's closeness by the share of the graph
     it reaches, so a vertex of a small component scores less than one of the same shape in a
@@ -139,21 +288,7 @@ def wf_closeness(d: Distances) -> np.ndarray:
 
     Equals ``networkx.closeness_centrality(G, distance="cost", wf_improved=True)``.
 
-    References
-    ----------
-    S. Wasserman and K. Faust, *Social Network Analysis: Methods and Applications*,
-    Cambridge University Press, 1994, ch. 5.3.
-    """
-    if d.n <= 1:
-        return np.zeros(d.n)
-    cc = np.zeros(d.n)
-    ok = d.reach > 1
-    cc[ok] = (d.reach[ok] - 1.0) ** 2 / (d.n - 1.0) / d.sums[ok]
-    return cc
-
-
-def novelty(d: Distances, priors: np.ndarray, claims: np.ndarray) -> np.ndarray:
-    r"""Distance of every claim vertex to its nearest prior (multi-source shortest paths).
+    **Novelty** is the distance of a claim to its nearest prior (one multi-source Dijkstra):
 
     .. math::
 
@@ -161,35 +296,27 @@ def novelty(d: Distances, priors: np.ndarray, claims: np.ndarray) -> np.ndarray:
 
     Disconnected graphs: a claim with no path to any prior gets the largest finite novelty of
     the document's claims plus 1 (1 when none is finite, e.g. a document without priors).
-    Returns values for the vertices in ``claims`` (a boolean mask), in vertex order.
+
+    References
+    ----------
+    S. Wasserman and K. Faust, *Social Network Analysis: Methods and Applications*,
+    Cambridge University Press, 1994, ch. 5.3.
     """
-    priors = np.asarray(priors, dtype=bool)
-    claim_idx = np.flatnonzero(np.asarray(claims, dtype=bool))
-    dist = np.full(len(claim_idx), np.inf)
-    if priors.any():
-        in_pivot = np.zeros(d.n, dtype=bool)
-        in_pivot[d.pivot] = True
-        row = np.full(d.n, -1)
-        row[d.pivot] = np.arange(len(d.pivot))
-        if in_pivot[priors].all():  # priors were Dijkstra sources: their rows hold d(p, c)
-            dist = d.pivot_dist[row[priors]][:, claim_idx].min(axis=0)
-        else:  # claims were the Dijkstra sources: their rows hold d(c, p)
-            dist = d.pivot_dist[row[claim_idx]][:, priors].min(axis=1)
-    finite = np.isfinite(dist)
-    fill = (dist[finite].max() + 1.0) if finite.any() else 1.0
-    dist[~finite] = fill
-    return dist
+    return _closeness_novelty(*_flat(node_offsets, edge_offsets, src, dst, cost),
+                              np.ascontiguousarray(is_source, np.bool_), np.ascontiguousarray(is_prior, np.bool_))
 
 
-def subgraph_betweenness(g: Graph, cost, keep: np.ndarray) -> np.ndarray:
-    r"""Weighted shortest-path betweenness inside the subgraph induced by the vertices ``keep``.
+def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np.ndarray:
+    r"""Weighted shortest-path betweenness inside each document's subgraph induced by the
+    vertices ``keep``:
 
     .. math::
 
         B(v) = \frac{2}{(n - 1)(n - 2)} \sum_{s \ne v \ne t} \frac{\sigma_{st}(v)}{\sigma_{st}}
 
-    over unordered pairs ``{s, t}`` of the ``n`` kept vertices, with ``σ_st`` the number of
-    cheapest paths (cost ``1/w``) and ``σ_st(v)`` those through ``v``.
+    over unordered pairs ``{s, t}`` of the document's ``n`` kept vertices, with ``σ_st`` the
+    number of cheapest paths (cost ``1/w``) and ``σ_st(v)`` those through ``v``. Two paths tie
+    when their float cost sums are equal, as in networkx.
 
     Normalisation: as networkx's ``betweenness_centrality(normalized=True)`` for undirected
     graphs (no normalisation when ``n ≤ 2``, where every value is 0).
@@ -202,12 +329,4 @@ def subgraph_betweenness(g: Graph, cost, keep: np.ndarray) -> np.ndarray:
     U. Brandes, "A faster algorithm for betweenness centrality", *Journal of Mathematical
     Sociology* 25(2), 2001.
     """
-    keep = np.asarray(keep, dtype=bool)
-    n = int(keep.sum())
-    out = np.zeros(g.num_vertices())
-    if n <= 2:
-        return out
-    view = GraphView(g, vfilt=keep)
-    vb, _ = betweenness(view, weight=cost, norm=False)
-    out[keep] = vb.a[keep] * 2.0 / ((n - 1.0) * (n - 2.0))
-    return out
+    return _betweenness(*_flat(node_offsets, edge_offsets, src, dst, cost), np.ascontiguousarray(keep, np.bool_))

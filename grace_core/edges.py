@@ -68,6 +68,7 @@ def claim_flags(edges: pl.DataFrame, rejected: pl.DataFrame | None = None, claim
       refutation of DESIGN §3 needs it);
     - ``rejected``: reviewers rejected it (``rejected`` lists ``doc_id, claim_id``).
     """
+    key = {c: edges.schema[c] for c in ("doc_id", "claim_id")}  # text, or categorical for faster joins (score_edges)
     is_prior = pl.col("source_kind").is_in(PRIOR_KINDS)
     flags = edges.group_by("doc_id", "claim_id").agg(
         in_prior=(is_prior & (pl.col("label") == "entails")).any(),
@@ -75,11 +76,11 @@ def claim_flags(edges: pl.DataFrame, rejected: pl.DataFrame | None = None, claim
         response_contradicted=((pl.col("source_kind") == "response") & (pl.col("label") == "contradicts")).any(),
     )
     if claims is not None:
-        keys = claims.select(pl.col("doc_id").cast(pl.Utf8), pl.col("claim_id").cast(pl.Utf8)).unique()
+        keys = claims.select(pl.col("doc_id").cast(key["doc_id"]), pl.col("claim_id").cast(key["claim_id"])).unique()
         flags = flags.join(keys, on=["doc_id", "claim_id"], how="full", coalesce=True)
-    rej = pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})
+    rej = pl.DataFrame(schema=key)
     if rejected is not None:
-        rej = rejected.select(pl.col("doc_id").cast(pl.Utf8), pl.col("claim_id").cast(pl.Utf8)).unique()
+        rej = rejected.select(pl.col("doc_id").cast(key["doc_id"]), pl.col("claim_id").cast(key["claim_id"])).unique()
     return flags.join(rej.with_columns(rejected=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
         pl.col("in_prior", "contradicted", "response_contradicted", "rejected").fill_null(False)
     )

@@ -1,5 +1,5 @@
-"""Claim graphs: vectorised node indexing over a whole edge table and one graph-tool graph per
-document (DESIGN §1). Never one graph for many documents: exact closeness grows with N²."""
+"""Claim graphs: vectorised node indexing over a whole edge table, documents kept apart by
+offsets (DESIGN §1). Never one graph for many documents: exact closeness grows with N²."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Iterator
 
 import numpy as np
 import polars as pl
-from graph_tool import Graph
 
 
 @dataclass(frozen=True)
@@ -40,40 +39,35 @@ def index_documents(sources: pl.DataFrame, claims: pl.DataFrame, typed_edges: pl
 
     ``sources``: ``doc_id, source_id, source_kind``; ``claims``: ``doc_id, claim_id`` (plus any
     extra claim columns, kept on the claim rows); ``typed_edges``: ``doc_id, source_id,
-    claim_id, weight``. Every source and claim listed is a vertex, with or without edges.
+    claim_id, weight``; ids may be text or categorical. Every source and claim listed is a
+    vertex, with or without edges.
+    Documents are numbered in ``doc_id`` order and the big tables are sorted by those numbers
+    (sorting strings is the slow part of indexing); within a document, vertices follow
+    ``node_id`` and edges ``(src, dst)``, so the result does not depend on the row order.
     """
     src_nodes = sources.select("doc_id", pl.col("source_id").alias("node_id"), pl.col("source_kind").alias("kind")).unique(
         ["doc_id", "node_id"], keep="first"
     )
     claim_nodes = claims.rename({"claim_id": "node_id"}).with_columns(kind=pl.lit("claim")).unique(["doc_id", "node_id"], keep="first")
+    nodes = pl.concat([src_nodes, claim_nodes], how="diagonal")
+    docs = nodes.select("doc_id").unique().sort(pl.col("doc_id").cast(pl.Utf8)).with_row_index("doc")
     nodes = (
-        pl.concat([src_nodes, claim_nodes], how="diagonal")
+        nodes.join(docs, on="doc_id")
         .with_columns(_is_claim=pl.col("kind") == "claim")
-        .sort(["doc_id", "_is_claim", "node_id"])
+        .sort(["doc", "_is_claim", pl.col("node_id").cast(pl.Utf8)])
         .drop("_is_claim")
-        .with_columns(vertex=pl.int_range(pl.len(), dtype=pl.Int64).over("doc_id"))
     )
-    keys = nodes.select("doc_id", "node_id", "vertex")
+    doc_ids = docs["doc_id"].cast(pl.Utf8).to_list()
+    node_counts = np.bincount(nodes["doc"].to_numpy(), minlength=len(doc_ids))
+    node_offsets = np.concatenate([[0], np.cumsum(node_counts)])
+    nodes = nodes.with_columns(vertex=pl.Series(np.arange(nodes.height) - np.repeat(node_offsets[:-1], node_counts), dtype=pl.Int64))
+    keys = nodes.select("doc_id", "node_id", "doc", "vertex")
     edges = (
         typed_edges.select("doc_id", "source_id", "claim_id", (1.0 / pl.col("weight")).alias("cost"))
         .join(keys.rename({"node_id": "source_id", "vertex": "src"}), on=["doc_id", "source_id"])
-        .join(keys.rename({"node_id": "claim_id", "vertex": "dst"}), on=["doc_id", "claim_id"])
-        .sort("doc_id", "src", "dst")
-        .select("doc_id", "src", "dst", "cost")
+        .join(keys.select(pl.col("doc_id"), pl.col("node_id").alias("claim_id"), pl.col("vertex").alias("dst")), on=["doc_id", "claim_id"])
+        .select("doc", "src", "dst", "cost")
+        .sort("doc", "src", "dst")
     )
-    doc_counts = nodes.group_by("doc_id", maintain_order=True).len()
-    doc_ids = doc_counts["doc_id"].to_list()
-    node_offsets = np.concatenate([[0], np.cumsum(doc_counts["len"].to_numpy())])
-    edge_counts = pl.DataFrame({"doc_id": doc_ids}).join(edges.group_by("doc_id").len(), on="doc_id", how="left").fill_null(0)
-    edge_offsets = np.concatenate([[0], np.cumsum(edge_counts["len"].to_numpy())])
-    return IndexedTables(nodes, edges, doc_ids, node_offsets, edge_offsets)
-
-
-def build_graph(n_vertices: int, src: np.ndarray, dst: np.ndarray, cost: np.ndarray) -> tuple[Graph, object]:
-    """One undirected graph-tool graph with ``n_vertices`` vertices and an edge property ``cost``."""
-    g = Graph(directed=False)
-    g.add_vertex(n_vertices)
-    cost_prop = g.new_edge_property("double")
-    if len(src):
-        g.add_edge_list(np.column_stack([src, dst, cost]), eprops=[cost_prop])
-    return g, cost_prop
+    edge_offsets = np.concatenate([[0], np.cumsum(np.bincount(edges["doc"].to_numpy(), minlength=len(doc_ids)))])
+    return IndexedTables(nodes.drop("doc"), edges, doc_ids, node_offsets, edge_offsets)

@@ -1,14 +1,14 @@
 """Score every claim of many documents: graph build, centralities, status, priority and
-confidence (DESIGN §1–§4), one graph-tool graph per document."""
+confidence (DESIGN §1–§4), every document a graph of its own (grace_core.centrality)."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from grace_core.centrality import bipartite_distances, novelty, subgraph_betweenness, wf_closeness
+from grace_core.centrality import closeness_and_novelty, subgraph_betweenness
 from grace_core.edges import PRIOR_KINDS, claim_flags, type_edges
-from grace_core.graph import build_graph, index_documents
+from grace_core.graph import index_documents
 from grace_core.params import ScoringParams
 from grace_core.priority import confidence, max_scaled_over_doc, minmax_over_doc, priority
 from grace_core.status import BOUNDARY, claim_status
@@ -35,50 +35,31 @@ def score_edges(
     ``betweenness``, its normalisation, ``novelty_norm`` and ``priority`` are null for claims
     that are not boundary.
     """
+    ids = [pl.col(c).cast(pl.Categorical) for c in ("doc_id", "source_id", "claim_id")]  # ids joined as integers, not text
+    edges = edges.with_columns(ids)
     flags = claim_flags(edges, rejected, claims)
     typed = type_edges(edges, flags, params)
     src_keys = edges.select("doc_id", "source_id", "source_kind")
     if sources is not None:
-        src_keys = pl.concat([src_keys, sources.select(pl.col(c).cast(pl.Utf8) for c in ("doc_id", "source_id", "source_kind"))])
+        src_keys = pl.concat([src_keys, sources.select(ids[0], ids[1], pl.col("source_kind").cast(pl.Utf8))])
     idx = index_documents(src_keys, flags, typed)
 
     nodes = idx.nodes
     kind = nodes["kind"].to_numpy()
     is_claim = kind == "claim"
-    is_prior = np.isin(kind, PRIOR_KINDS)
     is_response = kind == "response"
     in_prior, contradicted, disputed, rejected_arr = (
         nodes[c].fill_null(False).to_numpy() for c in ("in_prior", "contradicted", "response_contradicted", "rejected")
     )
-    e_src, e_dst, e_cost = (idx.edges[c].to_numpy() for c in ("src", "dst", "cost"))
-
-    total = nodes.height
-    cc_all = np.zeros(total)
-    bt_all = np.full(total, np.nan)
-    nov_all = np.zeros(total)
-    status_all = np.full(total, "", dtype="<U8")
-    for _, ns, es in idx.documents():
-        g, cost = build_graph(ns.stop - ns.start, e_src[es], e_dst[es], e_cost[es])
-        claim_mask = is_claim[ns]
-        dist = bipartite_distances(g, cost, ~claim_mask, e_src[es], e_dst[es], e_cost[es])
-        cc = wf_closeness(dist)
-        status = claim_status(cc[claim_mask], in_prior[ns][claim_mask], contradicted[ns][claim_mask], rejected_arr[ns][claim_mask],
-                              params.delta_refute, disputed[ns][claim_mask])
-        keep = is_response[ns].copy()
-        claim_vertices = np.flatnonzero(claim_mask)
-        keep[claim_vertices[status == BOUNDARY]] = True
-        bt = subgraph_betweenness(g, cost, keep)
-        nov = novelty(dist, is_prior[ns], claim_mask)
-        cc_all[ns] = cc
-        bt_doc = np.full(ns.stop - ns.start, np.nan)
-        bt_doc[keep] = bt[keep]
-        bt_all[ns] = bt_doc
-        nov_doc = np.zeros(ns.stop - ns.start)
-        nov_doc[claim_mask] = nov
-        nov_all[ns] = nov_doc
-        status_doc = np.full(ns.stop - ns.start, "", dtype="<U8")
-        status_doc[claim_mask] = status
-        status_all[ns] = status_doc
+    graph = (idx.node_offsets, idx.edge_offsets, *(idx.edges[c].to_numpy() for c in ("src", "dst", "cost")))
+    cc_all, nov_all = closeness_and_novelty(*graph, ~is_claim, np.isin(kind, PRIOR_KINDS))
+    status_all = np.full(nodes.height, "", dtype="<U8")
+    for _, ns, _ in idx.documents():
+        claim = np.flatnonzero(is_claim[ns]) + ns.start
+        status_all[claim] = claim_status(cc_all[claim], in_prior[claim], contradicted[claim], rejected_arr[claim],
+                                         params.delta_refute, disputed[claim])
+    keep = is_response | (status_all == BOUNDARY)
+    bt_all = np.where(keep, subgraph_betweenness(*graph, keep), np.nan)
 
     scores = nodes.with_columns(
         closeness=pl.Series(cc_all),
@@ -93,4 +74,5 @@ def score_edges(
         betweenness_norm=max_scaled_over_doc("betweenness", boundary),
         novelty_norm=minmax_over_doc("novelty", boundary),
     ).with_columns(priority=priority(params), confidence=confidence(params))
-    return scores.select(SCORE_COLUMNS).sort("doc_id", "claim_id")
+    ids = pl.col("doc_id", "claim_id").cast(pl.Utf8)
+    return scores.select(SCORE_COLUMNS).with_columns(ids)  # already in (doc_id, claim_id) order: see index_documents

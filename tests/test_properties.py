@@ -8,8 +8,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grace_core.centrality import bipartite_distances, wf_closeness
-from grace_core.graph import build_graph
+from grace_core.centrality import closeness_and_novelty
 from grace_core.params import ScoringParams
 from grace_core.selection import select_for_review
 
@@ -37,8 +36,8 @@ def test_upgrading_neutral_to_agree_never_lowers_that_claims_closeness(case) -> 
     left = np.arange(n_src + n_claims) < n_src
 
     def closeness_of_claim() -> float:
-        g, cost = build_graph(n_src + n_claims, src, dst, 1.0 / w)
-        return wf_closeness(bipartite_distances(g, cost, left, src, dst, 1.0 / w))[dst[upgrade]]
+        cc, _ = closeness_and_novelty([0, n_src + n_claims], [0, len(src)], src, dst, 1.0 / w, left, left)
+        return cc[dst[upgrade]]
 
     before = closeness_of_claim()
     w[upgrade] = P.w_agree
