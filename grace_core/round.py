@@ -31,6 +31,7 @@ from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS, validate_edges
 from grace_core.models.factory import ModelRoles
 from grace_core.params import ScoringParams
 from grace_core.promotion import Promotion, promote
+from grace_core.reach import cascade_reach, selection_priority
 from grace_core.review import candidate_costs, judge_cascade
 from grace_core.scoring import score_edges
 from grace_core.selection import select_for_review
@@ -168,9 +169,13 @@ def defer(
     roles: ModelRoles, params: ScoringParams, *, budget: float, review_seconds: float,
 ) -> pl.DataFrame:
     """The round's deferrals (DESIGN §4): :func:`review_candidates` priced with the reviewer
-    pool's expected ``review_seconds`` and selected under ``budget``; rows in selection order
-    with ``cost, gain, rank``."""
-    candidates = review_candidates(scores, decisions, busy, texts)
+    pool's expected ``review_seconds``, credited for their cascade reach (their ``priority``
+    becomes :func:`grace_core.reach.selection_priority`: the Boundary claims of ``scores`` a
+    confirmation would ground) and selected under ``budget``; rows in selection order with
+    ``reach, cost, gain, rank``."""
+    boundary = scores.filter(pl.col("status") == BOUNDARY).select("doc_id", "claim_id").join(texts, on=["doc_id", "claim_id"])
+    candidates = cascade_reach(review_candidates(scores, decisions, busy, texts), boundary)
+    candidates = candidates.with_columns(priority=selection_priority(params.lambda_r))
     return select_for_review(candidate_costs(candidates, prior_units, roles, params, review_seconds=review_seconds), budget)
 
 

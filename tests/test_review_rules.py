@@ -151,3 +151,23 @@ def test_retrieval_score_and_context_dedup() -> None:
     assert s == pytest.approx([0.5 + 0.375, 0.0 + 0.5])
     cands = pl.DataFrame({"passage_id": ["c1", "c2", "c3", "c4"], "prior_id": ["A", "A", "B", "C"], "score": [0.9, 0.8, 0.5, 0.7]})
     assert top_passages(cands, k=2)["passage_id"].to_list() == ["c1", "c4"]
+
+
+def test_cascade_reach_counts_the_boundary_claims_whose_wording_a_claim_contains() -> None:
+    from grace_core.reach import cascade_reach, selection_priority
+
+    boundary = pl.DataFrame({"doc_id": ["d"] * 4 + ["e"], "claim_id": ["long", "short", "other", "one", "x"], "text": [
+        "To foster research, we release the annotated corpus under a free license.",
+        "We release the annotated corpus under a free license.",
+        "The tagger runs on one GPU.",
+        "Research.",  # one content word: contained in almost anything, never counted
+        "We release the annotated corpus under a free license.",  # another document
+    ]})
+    reach = cascade_reach(boundary.filter(pl.col("doc_id") == "d"), boundary)
+    assert dict(zip(reach["claim_id"], reach["reach"], strict=True)) == {"long": 1, "short": 0, "other": 0, "one": 0}
+    ranked = reach.with_columns(priority=pl.Series([0.2, 0.6, 0.4, 0.1])).with_columns(sel=selection_priority(0.5))
+    # Pri + λ_r·R/max R: long 0.2 + 0.5·1 = 0.7 now outranks short (0.6 + 0); λ_r = 0 leaves Pri as it was
+    assert ranked["sel"].to_list() == pytest.approx([0.7, 0.6, 0.4, 0.1])
+    assert ranked.with_columns(sel=selection_priority(0.0))["sel"].to_list() == pytest.approx([0.2, 0.6, 0.4, 0.1])
+    none = cascade_reach(boundary.filter(pl.col("claim_id") == "other"), boundary).with_columns(priority=pl.lit(0.3))
+    assert none.with_columns(sel=selection_priority(0.5))["sel"].to_list() == pytest.approx([0.3]), "no reach in the document: Pri alone"

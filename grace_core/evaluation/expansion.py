@@ -20,7 +20,8 @@ Per paper:
   paper's Boundary claims; its other pairs are settled and never judged), the paper is
   scored, its Boundary claims not yet decided are deferred under ``budget`` cost units (the
   verifier's review time is 0) and the verifier (one reviewer, quorum 1) judges them against
-  the full paper. Its votes are settled at the start of the next round, as a human's would be.
+  the full paper. The verifier answers within the round, so its votes are settled at once
+  (the same settle step again): the round ends with them promoted and cascaded.
 - **Consolidation rounds** (``consolidation_rounds``, after the protocol's rounds): no new
   sections; only review and cascade act.
 
@@ -32,8 +33,10 @@ Figures per round, over all papers, from the state at the end of the round:
   title alone when a paper has no abstract), and the full paper, once.
 - PCR, KF, yield (confirmed / deferred, the outcome of the round's own deferrals) and cascade
   per paper (:func:`grace_core.metrics.round_metrics`, per-paper figures over every paper
-  run); cascade counts claims that turned from Boundary (the previous round's scores) to
-  Grounded without a confirm decision of their own (:func:`grace_core.round.cascaded`).
+  run); cascade counts claims that turned from Boundary (the scores the round's deferrals
+  were chosen from) to Grounded (the round's end) without a confirm decision of their own
+  (:func:`grace_core.round.cascaded`), as the flows count it between a round's dispatch and
+  the settle step that brings its votes.
 - Grounding precision against the offline responder's recorded hallucinations (response
   claims only: a claim is false when it comes from a corrupted sentence and is not a claim of
   the original sentence), over all response claims and over the out-of-distribution ones
@@ -182,26 +185,41 @@ def grow(graph: PaperGraph, new_sources: pl.DataFrame, roles: ModelRoles, round_
     graph.settle_all()
 
 
+@dataclass(frozen=True)
+class PlayedRound:
+    """One round of a paper: the scores when its deferrals were chosen (``opening``), the
+    settlement of its reviews (``closing``: the state at the end of the round) and its
+    deferred claims with their decision (``doc_id, claim_id, decision``)."""
+
+    opening: pl.DataFrame
+    closing: Settlement
+    deferred: pl.DataFrame
+
+
 def play_round(graph: PaperGraph, split: PaperSplit, roles: ModelRoles, params: ScoringParams, *, budget: float,
-               round_id: int, review: bool = True) -> tuple[Settlement, pl.DataFrame]:
-    """One round of :mod:`grace_core.round` on the paper: settle the votes that arrived
-    (decisions, promotion, cascade, scores), then defer under ``budget`` (the verifier's review
-    time is 0) and let the verifier (one reviewer, quorum 1) judge the deferred claims against
-    the full paper; its votes are settled in the next round. Returns the settlement and this
-    round's deferred claims with their decision (``doc_id, claim_id, decision``)."""
-    settlement = settle(graph.state(), params, lambda: roles, quorum=QUORUM, round_id=round_id)
-    graph.absorb(settlement)
+               round_id: int, review: bool = True) -> PlayedRound:
+    """One round of :mod:`grace_core.round` on the paper: settle (decisions, promotion,
+    cascade, scores), defer under ``budget`` (the verifier's review time is 0), let the
+    verifier (one reviewer, quorum 1) judge the deferred claims against the full paper, and
+    settle again with its votes: the verifier answers within the round, so the round ends with
+    its verdicts promoted and cascaded (a human's votes would be settled when they arrive, by
+    the next round's settle step; the step is the same)."""
+    opening = settle(graph.state(), params, lambda: roles, quorum=QUORUM, round_id=round_id)
+    graph.absorb(opening)
     if not review:
-        return settlement, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8})
+        return PlayedRound(opening.scores, opening, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8}))
     state = graph.state()
-    chosen = defer(settlement.scores, settlement.decisions, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}),
+    chosen = defer(opening.scores, opening.decisions, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}),
                    state.claim_texts(), state.prior_units(), roles, params, budget=budget, review_seconds=0.0)
     document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
     verdicts = verify_claims(chosen.select("doc_id", "claim_id", "text"), document, roles)
     graph.votes = pl.concat([graph.votes, verdicts.select(
         "doc_id", "claim_id", pl.lit(VERIFIER).alias("reviewer"), "verdict", pl.lit(round_id, pl.Int32).alias("round"))])
-    outcome = decide(graph.votes, QUORUM).select("doc_id", "claim_id", "decision")
-    return settlement, chosen.select("doc_id", "claim_id").join(outcome, on=["doc_id", "claim_id"], how="left")
+    closing = settle(graph.state(), params, lambda: roles, quorum=QUORUM, round_id=round_id)
+    graph.absorb(closing)
+    deferred = chosen.select("doc_id", "claim_id").join(closing.decisions.select("doc_id", "claim_id", "decision"),
+                                                         on=["doc_id", "claim_id"], how="left")
+    return PlayedRound(opening.scores, closing, deferred)
 
 
 def hallucinated_claims(corruptions: pl.DataFrame, roles: ModelRoles) -> pl.DataFrame:
@@ -282,10 +300,10 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
         judged=pl.DataFrame(schema={"doc_id": pl.Utf8, "source_id": pl.Utf8, "claim_id": pl.Utf8}),
     )
     graph.settle_all()
-    settlement, deferred = play_round(graph, split, roles, params, budget=budget, round_id=0, review=False)
-    scores = _with_origin(settlement.scores, graph)
+    played = play_round(graph, split, roles, params, budget=budget, round_id=0, review=False)
+    scores = _with_origin(played.closing.scores, graph)
     run.scores.append(scores)
-    run.decisions.append(deferred)
+    run.decisions.append(played.deferred)
     run.cascaded.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}))
     run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
     for r in range(1, rounds + consolidation_rounds + 1):
@@ -294,12 +312,11 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
                                               context_passages=context_passages, model="eval")
             corruptions.append(bad)
             grow(graph, responses.select("doc_id", "source_id", "source_kind", "text"), roles, r)
-        previous = scores
-        settlement, deferred = play_round(graph, split, roles, params, budget=budget, round_id=r)
-        scores = _with_origin(settlement.scores, graph)
+        played = play_round(graph, split, roles, params, budget=budget, round_id=r)
+        scores = _with_origin(played.closing.scores, graph)
         run.scores.append(scores)
-        run.decisions.append(deferred)
-        run.cascaded.append(cascaded(previous, scores, settlement.decisions))
+        run.decisions.append(played.deferred)
+        run.cascaded.append(cascaded(played.opening, scores, played.closing.decisions))
         run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
     responses = graph.response_claims()
     run.first_round = graph.claims.filter(pl.col("source_kind") == "response").group_by("doc_id", "claim_id").agg(pl.col("round").min())
