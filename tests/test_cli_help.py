@@ -33,3 +33,18 @@ def test_every_subcommand_answers_help_and_is_documented() -> None:
         assert res.exit_code == 0 and "Usage" in res.stdout, path
         assert f"grace {path[0]}" in readme, f"README does not name `grace {path[0]}`"
         assert f"grace {' '.join(path)}" in commands, f"docs/commands.md does not document `grace {' '.join(path)}`"
+
+
+def test_every_help_text_is_clean_paragraphs_that_wrap_to_the_terminal() -> None:
+    root = typer.main.get_command(app)
+    for path in command_paths(root):
+        cmd = root
+        for name in path:
+            cmd = cmd.commands[name]  # type: ignore[attr-defined]
+        text = cmd.help or ""
+        assert text, f"grace {' '.join(path)} has no help"
+        assert all("\n" not in p and "  " not in p for p in text.split("\n\n")), f"grace {' '.join(path)}: hard-wrapped help {text!r}"
+    wide = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).stdout
+    narrow = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in wide.splitlines()) > 100, "the command list uses a wide terminal's width"
+    assert max(len(line) for line in narrow.splitlines()) <= 80

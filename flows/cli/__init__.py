@@ -4,6 +4,8 @@ traceback or a box."""
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 
 import typer
@@ -22,6 +24,25 @@ app = typer.Typer(
 
 def _register() -> None:
     from flows.cli import ask, demo, eval, lake, report, review, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
+
+    _unwrap_help(app)
+
+
+def paragraphs(text: str) -> str:
+    """``text`` (a docstring) as paragraphs of one line each, separated by a blank line."""
+    return "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", inspect.cleandoc(text)) if p.strip())
+
+
+def _unwrap_help(group: typer.Typer) -> None:
+    """Give every command of ``group`` (nested groups included) its docstring as clean
+    paragraphs, so help texts and the command list wrap to the terminal, not to the source."""
+    for info in group.registered_commands:
+        text = info.help or (info.callback.__doc__ if info.callback else None)
+        if text:
+            info.help = paragraphs(text)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _unwrap_help(sub.typer_instance)
 
 
 def _fail(message: str, code: int = 2) -> None:
