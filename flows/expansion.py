@@ -13,7 +13,7 @@ from prefect.task_runners import TaskRunner
 
 from flows.build import build_graphs
 from flows.ingest import watch_inbox
-from flows.params import RoundParams, RunOptions, StageParams
+from flows.params import InboxOptions, RoundParams, StageParams
 from flows.review import dispatch_reviews, ingest_verdicts
 from flows.runtime import open_lake, timestamp
 from flows.score import publish_metrics, score_round
@@ -51,11 +51,11 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     settings = params.settings()
     round_id = params.round_id or next_round(settings)
     get_run_logger().info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)
-    stage = StageParams(**params.model_dump(exclude={"round_id", "now"}), round_id=round_id, now=timestamp(params.now))
+    stage = StageParams(**params.model_dump(include=set(StageParams.model_fields) - {"round_id", "now"}), round_id=round_id, now=timestamp(params.now))
     if round_id > 1:
         ingest_verdicts(stage)
     if settings.inbox:
-        watch_inbox(RunOptions(**params.model_dump(include=set(RunOptions.model_fields))))
+        watch_inbox(InboxOptions(**params.model_dump(include=set(InboxOptions.model_fields))))
     with chunk_task_runner(settings) as runner:
         build_graphs.with_options(task_runner=runner)(stage)
         score_round.with_options(task_runner=runner)(stage)

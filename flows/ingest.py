@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.params import IngestParams, RunOptions
+from flows.params import InboxOptions, IngestParams
 from flows.runtime import open_lake
 from flows.settings import GraceSettings
 from flows.tasks import grace_task
@@ -46,7 +46,7 @@ def ingest_inbox(settings: GraceSettings, inbox_uri: str) -> list[str]:
 
 
 @flow(name="watch_inbox", log_prints=True)
-def watch_inbox(params: RunOptions) -> list[str]:
+def watch_inbox(params: InboxOptions) -> list[str]:
     """Ingest each new batch of the inbox once; malformed batches go to quarantine."""
     settings = params.settings()
     logger = get_run_logger()

@@ -1,41 +1,95 @@
-"""Flow parameters: pydantic models, so the Prefect UI renders and validates them. Every field
-left empty falls back to the settings (``GRACE_*`` environment variables)."""
+"""Flow parameters: pydantic models, so the Prefect UI renders and validates them as the run form.
+
+Each flow's model holds only what that flow uses, its required fields first. A settings override
+(``lake``, ``budget``, …) left empty falls back to the settings (``GRACE_*`` environment variables
+of the process that runs the flow); its form field is a plain input of its type (not a choice
+between the type and ``None``), so the UI shows an empty field, a select for a choice, and a
+bounds error as plainly as "-1 is less than the minimum of 0"."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from flows.settings import GraceSettings, build_settings
 
 
-class RunOptions(BaseModel):
-    """Overrides of the settings for one run."""
+def _without_null(schema: dict[str, Any]) -> None:
+    """JSON schema of an optional override: its non-null branch, with no ``null`` default."""
+    branches = [b for b in schema.pop("anyOf", []) if b.get("type") != "null"]
+    if len(branches) == 1:
+        schema.update(branches[0])
+    elif branches:
+        schema["anyOf"] = branches
+    if schema.get("default", 0) is None:
+        del schema["default"]
 
-    lake: str | None = Field(None, description="Lake root (folder or s3://bucket/prefix); GRACE_LAKE when empty.")
-    backend: Literal["offline", "litellm"] | None = Field(None, description="Model backend; GRACE_BACKEND when empty.")
-    seed: int | None = Field(None, description="Seed of sampled choices; GRACE_SEED when empty.")
-    hallucination_rate: float | None = Field(None, ge=0, le=1, description="Offline responder's corruption rate.")
-    budget: float | None = Field(None, ge=0, description="Review budget per round; GRACE_BUDGET when empty.")
-    inbox: str | None = Field(None, description="Batch inbox (folder or s3://bucket/prefix); GRACE_INBOX when empty.")
-    prior_sections: list[str] | None = Field(None, description="Section names ingested as priors; GRACE_PRIOR_SECTIONS when empty.")
+
+def override(description: str, **constraints: Any) -> Any:
+    """A field that overrides a setting for one run; empty (``None``) keeps the setting."""
+    return Field(None, description=description, json_schema_extra=_without_null, **constraints)
+
+
+class RunOptions(BaseModel):
+    """Overrides of the settings for one run: only the lake here; each flow's model adds what it uses."""
+
+    lake: str | None = override("Lake root (folder or s3://bucket/prefix); GRACE_LAKE when empty.")
+
+    @model_serializer(mode="wrap")
+    def _given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Only the fields given: an empty override is left out (a form's default is ``{}``, not nulls)."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
     def settings(self) -> GraceSettings:
-        """The run's settings: the environment, then these overrides."""
-        return build_settings(**self.model_dump(include=set(RunOptions.model_fields)))
+        """The run's settings: the environment, then the overrides this model holds."""
+        return build_settings(**{k: v for k, v in self.model_dump().items() if k in GraceSettings.model_fields})
 
 
-class IngestParams(RunOptions):
+class ModelOptions(RunOptions):
+    """Overrides of the model backend."""
+
+    backend: Literal["offline", "litellm"] | None = override("Model backend; GRACE_BACKEND when empty.")
+    seed: int | None = override("Seed of sampled choices; GRACE_SEED when empty.")
+    hallucination_rate: float | None = override(
+        "Offline responder's corruption rate (0 to 1); GRACE_HALLUCINATION_RATE when empty.", ge=0, le=1)
+
+
+class PriorOptions(RunOptions):
+    prior_sections: list[str] | None = override("Section names ingested as priors; GRACE_PRIOR_SECTIONS when empty.")
+
+
+class InboxOptions(PriorOptions):
+    """What the inbox watcher uses."""
+
+    inbox: str | None = override("Batch inbox (folder or s3://bucket/prefix); GRACE_INBOX when empty.")
+
+
+class _Batch(BaseModel):
     batch: str = Field(..., description="A JSONL batch file: a local path or s3://bucket/key.")
 
 
-class RoundParams(RunOptions):
-    round_id: int | None = Field(None, ge=1, description="Round to run; the one after the last finished round when empty.")
-    now: datetime | None = Field(None, description="Timestamp recorded on the round's rows; the current time when empty.")
+class IngestParams(PriorOptions, _Batch):  # the last base's fields come first in the form
+    """One batch file to ingest."""
 
 
-class StageParams(RunOptions):
+class _Budget(BaseModel):
+    budget: float | None = override("Review budget per round; GRACE_BUDGET when empty.", ge=0)
+    now: datetime | None = override("Timestamp recorded on new rows; the current time when empty.")
+
+
+class _StageRound(BaseModel):
     round_id: int = Field(..., ge=1, description="Round this stage belongs to.")
-    now: datetime | None = Field(None, description="Timestamp recorded on new rows; the current time when empty.")
+
+
+class StageParams(_Budget, ModelOptions, _StageRound):
+    """One stage of a round (build, score, dispatch, verdict ingestion)."""
+
+
+class _Round(BaseModel):
+    round_id: int | None = override("Round to run; the one after the last finished round when empty.", ge=1)
+
+
+class RoundParams(_Budget, InboxOptions, ModelOptions, _Round):
+    """One expansion round: every override its stages use."""

@@ -91,7 +91,7 @@ def demo(
     lake_dir = str(lake.expanduser().resolve())
     common = dict(lake=lake_dir, budget=budget, hallucination_rate=hallucination_rate, prior_sections=DEMO_PRIORS)
     sample = str(files("flows.samples").joinpath(SAMPLE))
-    settings = IngestParams(batch=sample, **common).settings()
+    settings = RoundParams(**common).settings()
     console.print(f"[bold]GRACE demo[/bold]: lake {lake_dir}, {models_line(settings)}, verifier as reviewer")
     console_without_tracebacks()
     with prefect_api() as (api_url, temporary):

@@ -1,5 +1,11 @@
-"""``grace serve``: serve every GRACE deployment (the nightly expansion, the inbox watcher and
-an on-demand deployment per flow) from this one process, with no work pool."""
+"""``grace serve``: serve GRACE's deployments (the nightly expansion, the inbox watcher and one
+deployment per flow) from this one process, with no work pool.
+
+Who owns what: a deployment that ``prefect deploy`` put in a work pool belongs to that pool's
+workers; serve leaves it alone (does not re-register, run or pause it) and says so. Stopping
+serve leaves every schedule as it was: the deployments it served stay active, so their scheduled
+runs wait (Late) until serve runs again, rather than stopping silently.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +17,35 @@ from flows.cli import app
 from grace_core.errors import InvalidSettings
 
 
+def pool_owned(deployments: list) -> dict[str, str]:
+    """``flow/name`` → work pool, for each of ``deployments`` that the server has in a work pool."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    owned = {}
+    with get_client(sync_client=True) as client:
+        for d in deployments:
+            name = f"{d.flow_name}/{d.name}"
+            try:
+                existing = client.read_deployment_by_name(name)
+            except ObjectNotFound:
+                continue
+            if existing.work_pool_name:
+                owned[name] = existing.work_pool_name
+    return owned
+
+
 @app.command()
 def serve(
     limit: Optional[int] = typer.Option(None, min=1, help="Most flow runs at once (default: no limit)."),
 ) -> None:
-    """Serve all deployments from this process until Ctrl-C: scheduled runs start on time (nightly
+    """Serve the deployments from this process until Ctrl-C: scheduled runs start on time (nightly
     expansion at GRACE_NIGHTLY_CRON in GRACE_TIMEZONE, inbox scan every GRACE_INBOX_INTERVAL_S
     seconds) and runs triggered from the Prefect UI or `prefect deployment run` start at once.
-    Needs a Prefect server (`prefect server start`, then PREFECT_API_URL=http://127.0.0.1:4200/api).
-    Runs read the other settings (GRACE_LAKE, GRACE_BACKEND, …) from this process's environment."""
+    A deployment that `prefect deploy` put in a work pool is left to that pool's workers.
+    Stopping serve pauses nothing. Needs a Prefect server (`prefect server start`, then
+    PREFECT_API_URL=http://127.0.0.1:4200/api). Runs read the other settings (GRACE_LAKE,
+    GRACE_BACKEND, …) from this process's environment."""
     from prefect import serve as prefect_serve
     from prefect.settings import get_current_settings
 
@@ -31,4 +57,11 @@ def serve(
             "no Prefect server to serve to: run `prefect server start`, then set "
             "PREFECT_API_URL=http://127.0.0.1:4200/api (a temporary server could not be reached from the UI or the CLI)"
         )
-    prefect_serve(*grace_deployments(build_settings()), limit=limit)
+    deployments = grace_deployments(build_settings())
+    owned = pool_owned(deployments)
+    for name, pool in owned.items():
+        typer.echo(f"not serving {name}: it belongs to work pool {pool!r} (prefect deploy); that pool's workers run it", err=True)
+    mine = [d for d in deployments if f"{d.flow_name}/{d.name}" not in owned]
+    if not mine:
+        raise InvalidSettings("every GRACE deployment belongs to a work pool: start a worker (prefect worker start --pool ...) instead")
+    prefect_serve(*mine, limit=limit, pause_on_shutdown=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import WorkPoolCreate
 from prefect.deployments import run_deployment
 from prefect.flows import load_flow_from_entrypoint
 from prefect.settings import PREFECT_API_URL
@@ -30,7 +31,7 @@ from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
 STAGE_FLOWS = ("ingest_batch", "build_graphs", "score_round", "dispatch_reviews", "ingest_verdicts", "expansion_round", "review_packet")
-EXPECTED = {"expansion_round/nightly-expansion", "watch_inbox/inbox-watcher", *(f"{f}/on-demand" for f in STAGE_FLOWS)}
+EXPECTED = {"expansion_round/nightly-expansion", "watch_inbox/inbox-watcher", *(f"{f}/{f.replace('_', '-')}" for f in STAGE_FLOWS)}
 PRIORS = '["Abstract", "Introduction"]'
 
 
@@ -71,17 +72,34 @@ def test_deployments_have_their_names_schedules_and_parameter_forms() -> None:
     nightly = deps["expansion_round/nightly-expansion"].schedules[0].schedule
     assert (nightly.cron, nightly.timezone) == ("0 2 * * *", "UTC")
     assert deps["watch_inbox/inbox-watcher"].schedules[0].schedule.interval == timedelta(seconds=300)
-    assert all(not d.schedules for name, d in deps.items() if name.endswith("/on-demand"))
+    assert all(not d.schedules for d in deps.values() if "on-demand" in d.tags)
+    assert all(d.description for d in deps.values())  # every deployment says what it does
     for name, d in deps.items():  # entrypoints load from the installed package, wherever the process runs
         assert load_flow_from_entrypoint(d.entrypoint).name == d.flow_name, name
-    # the UI renders a typed form per flow and refuses what the pydantic model refuses
-    ingest = deps["ingest_batch/on-demand"]._parameter_openapi_schema
+    # the UI renders a typed form per flow, required fields first, only what the flow uses
+    ingest = deps["ingest_batch/ingest-batch"]._parameter_openapi_schema
     assert ingest.required == ["params"] and ingest.definitions["IngestParams"]["required"] == ["batch"]
-    stage = deps["score_round/on-demand"]._parameter_openapi_schema.definitions["StageParams"]
-    assert stage["required"] == ["round_id"] and stage["properties"]["round_id"]["minimum"] == 1
-    rounds = deps["expansion_round/on-demand"]._parameter_openapi_schema
-    assert not rounds.required  # every field optional: the nightly run needs no parameters
-    assert rounds.definitions["RoundParams"]["properties"]["budget"]["anyOf"][0]["minimum"] == 0
+    assert list(ingest.definitions["IngestParams"]["properties"]) == ["batch", "lake", "prior_sections"]
+    stage = deps["score_round/score-round"]._parameter_openapi_schema.definitions["StageParams"]
+    assert stage["required"] == ["round_id"] and list(stage["properties"])[0] == "round_id" and stage["properties"]["round_id"]["minimum"] == 1
+    packet = deps["review_packet/review-packet"]._parameter_openapi_schema.definitions["PacketParams"]
+    assert list(packet["properties"])[:3] == ["reviewer", "packet_size", "poll_seconds"] and packet["required"] == ["reviewer"]
+    rounds = deps["expansion_round/expansion-round"]._parameter_openapi_schema
+    assert not rounds.required and rounds.properties["params"]["default"] == {}  # the nightly run needs no parameters
+    fields = rounds.definitions["RoundParams"]["properties"]
+    # an empty override keeps the setting: a plain field of its type (no "str or None" choice), a choice is a select
+    assert fields["budget"] == {"type": "number", "minimum": 0, "title": "Budget", "description": fields["budget"]["description"]}
+    assert fields["backend"]["enum"] == ["offline", "litellm"] and "anyOf" not in str(rounds.definitions)
+
+
+def test_a_form_value_out_of_bounds_is_refused_plainly() -> None:
+    """What the server answers a Run form out of bounds (it validates against the same schema)."""
+    from prefect.utilities.schema_tools.validation import ValidationError, validate
+
+    schema = by_name(grace_deployments(ScheduleConfig()))["expansion_round/expansion-round"]._parameter_openapi_schema.model_dump()
+    with pytest.raises(ValidationError, match="-1.0 is less than the minimum of 0"):
+        validate({"params": {"budget": -1.0}}, schema, raise_on_error=True)
+    validate({"params": {}}, schema, raise_on_error=True)
 
 
 def test_schedules_come_from_the_grace_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,13 +163,18 @@ def test_prefect_deploy_all_then_a_process_worker_runs_a_deployment(tmp_path: Pa
     assert (nightly.cron, nightly.timezone) == ("0 2 * * *", "UTC")
 
     lake = tmp_path / "lake"
-    run = run_deployment("ingest_batch/on-demand", parameters={"params": {"batch": str(one_paper), "lake": str(lake)}}, timeout=0)
-    worker = subprocess.run([BIN / "prefect", "worker", "start", "--pool", "grace-process", "--run-once"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
-    assert worker.returncode == 0, worker.stdout + worker.stderr
-    finished = wait_until_final(run.id, timeout=60)
-    assert finished.state.is_completed(), finished.state
-    assert len(documents(lake)) == 1
+    try:
+        run = run_deployment("ingest_batch/ingest-batch", parameters={"params": {"batch": str(one_paper), "lake": str(lake)}}, timeout=0)
+        worker = subprocess.run([BIN / "prefect", "worker", "start", "--pool", "grace-process", "--run-once"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+        assert worker.returncode == 0, worker.stdout + worker.stderr
+        finished = wait_until_final(run.id, timeout=60)
+        assert finished.state.is_completed(), finished.state
+        assert len(documents(lake)) == 1
+    finally:  # the session's server is shared: leave no pool-owned deployments to the next test
+        with get_client(sync_client=True) as client:
+            for d in deployed.values():
+                client.delete_deployment(d.id)
 
 
 @pytest.mark.usefixtures("prefect_server")
@@ -163,6 +186,13 @@ def test_grace_serve_runs_deployments_triggered_with_and_without_parameters(tmp_
     (inbox / "batch-001.jsonl").write_bytes(one_paper.read_bytes())
     log = tmp_path / "serve.log"
     env = server_env(GRACE_LAKE=str(served_lake), GRACE_INBOX=str(inbox), GRACE_PRIOR_SECTIONS=PRIORS, PREFECT_RUNNER_POLL_FREQUENCY="1")
+    # the nightly deployment was moved to a work pool (as `prefect deploy` does): serve must leave it alone
+    with get_client(sync_client=True) as client:
+        if not any(p.name == "grace-process" for p in client.read_work_pools()):
+            client.create_work_pool(WorkPoolCreate(name="grace-process", type="process"))
+    nightly = by_name(grace_deployments(ScheduleConfig()))["expansion_round/nightly-expansion"]
+    nightly.work_pool_name = "grace-process"
+    nightly_id = nightly.apply()
     with log.open("w") as out:
         serve = subprocess.Popen([BIN / "grace", "serve"], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -174,13 +204,22 @@ def test_grace_serve_runs_deployments_triggered_with_and_without_parameters(tmp_
         watcher = run_deployment("watch_inbox/inbox-watcher", timeout=0)
         # as from the UI form: typed parameters override the settings
         form = {"params": {"batch": str(one_paper), "lake": str(param_lake)}}
-        ingest = run_deployment("ingest_batch/on-demand", parameters=form, timeout=0)
+        ingest = run_deployment("ingest_batch/ingest-batch", parameters=form, timeout=0)
         for run in (watcher, ingest):
             finished = wait_until_final(run.id, timeout=90)
             assert finished.state.is_completed(), (finished.state, log.read_text())
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)
+    output = log.read_text()
+    assert "not serving expansion_round/nightly-expansion: it belongs to work pool 'grace-process'" in output
+    assert "Pausing" not in output
+    with get_client(sync_client=True) as client:
+        after = {name: client.read_deployment_by_name(name) for name in EXPECTED}
+        client.delete_deployment(nightly_id)
+    assert after["expansion_round/nightly-expansion"].work_pool_name == "grace-process"  # still the pool's
+    assert not any(d.paused for d in after.values())  # stopping serve paused no schedule
+    assert after["watch_inbox/inbox-watcher"].work_pool_name is None
     assert len(documents(served_lake)) == 1 and len(documents(param_lake)) == 1
     assert not list(inbox.glob("*.jsonl")) and list((inbox / "processed").glob("*.jsonl"))
 

@@ -16,7 +16,7 @@ import pytest
 
 from flows.expansion import expansion_round, next_round
 from flows.ingest import ingest_batch, watch_inbox
-from flows.params import IngestParams, RoundParams, RunOptions
+from flows.params import InboxOptions, IngestParams, RoundParams, RunOptions
 from storage.lake import Lake
 from tests.conftest import REPO
 
@@ -151,14 +151,14 @@ def test_inbox_ingests_good_batches_and_quarantines_bad_ones(tmp_path: Path) -> 
     (inbox / "a-good.jsonl").write_text(lines[0] + "\n")
     (inbox / "b-bad.jsonl").write_text('{"id": "x", "title": "no text at all"}\n')
     (inbox / "c-good.jsonl").write_text(lines[1] + "\n")
-    out = watch_inbox(RunOptions(lake=root, inbox=str(inbox)))
+    out = watch_inbox(InboxOptions(lake=root, inbox=str(inbox)))
     assert len(out) == 3 and "quarantined" in out[1]
     assert sorted(p.name for p in inbox.iterdir() if p.is_file()) == []
     assert sorted(p.name for p in (inbox / "processed").iterdir()) == ["a-good.jsonl", "c-good.jsonl"]
     report = (inbox / "quarantine" / "b-bad.jsonl.error.txt").read_text()
     assert "b-bad.jsonl: line 1" in report
     assert Lake.open(RunOptions(lake=root).settings()).read("documents").height == 2
-    assert watch_inbox(RunOptions(lake=root, inbox=str(inbox))) == []  # nothing new
+    assert watch_inbox(InboxOptions(lake=root, inbox=str(inbox))) == []  # nothing new
 
 
 def test_ask_answers_from_grounded_knowledge_or_abstains(two_rounds: Lake) -> None:

@@ -196,17 +196,20 @@ def test_terminal_tool_shows_only_the_reviewers_claims_and_records_seconds(local
     assert missing.exit_code == 2 and "--reviewer" in missing.output
 
 
-def paused_run(flow_name: str, timeout: float = 90.0):
-    """The paused run of ``flow_name`` once its form is saved (a flow run object)."""
+def paused_run(flow_name: str, timeout: float = 90.0, after: dict | None = None):
+    """The paused run of ``flow_name`` once its form is saved (a flow run object); with
+    ``after``, a pause whose form is not the one of that keyset."""
     from prefect import get_client
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.input.actions import read_flow_run_input
 
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while time.monotonic() < deadline:
             for run in client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[flow_name]))):
-                if run.state and run.state.is_paused() and run.state.state_details.run_input_keyset:
-                    return run
+                keyset = run.state.state_details.run_input_keyset if run.state and run.state.is_paused() else None
+                if keyset and keyset != after and read_flow_run_input(keyset["schema"], flow_run_id=run.id) is not None:
+                    return run  # paused, and its form saved
             time.sleep(0.5)
     raise AssertionError(f"no paused {flow_name} run within {timeout} s")
 
@@ -227,17 +230,29 @@ def test_prefect_ui_form_resumed_with_run_input(local_lake: Lake, reviewers) -> 
     assert [k for k in schema["properties"] if k.startswith("claim_")] == ["claim_1", "claim_2", "claim_3"]  # packet_size
     description = read_flow_run_input(keyset["description"], flow_run_id=run.id)
     assert CLAIMS["c:1"] in description and "**nearest prior**" in description and "**status** boundary" in description
+    claim = schema["properties"]["claim_1"]  # a plain select with a default: the default UI and V2 both render it
+    assert claim["enum"] == ["confirm", "reject", "abstain", "leave pending"] and claim["default"] == "leave pending"
+    assert schema["properties"]["note_1"]["title"] == "Note on claim 1"
     with pytest.raises(RuntimeError, match="Cannot resume this run"):
         resume_flow_run(run.id, run_input={"claim_1": "maybe"})  # the server validates the form
+    # a note without a verdict is refused: the run pauses again with the reason, the answers kept
+    resume_flow_run(run.id, run_input={"claim_1": "confirm", "claim_2": "leave pending", "note_2": "unsure"})
+    again = paused_run("review_packet", after=keyset)
+    keyset = again.state.state_details.run_input_keyset
+    description = read_flow_run_input(keyset["description"], flow_run_id=run.id)
+    assert description.startswith("**Not recorded, please correct:** claim 2: a note was written but the verdict is still 'leave pending'")
+    assert read_flow_run_input(keyset["schema"], flow_run_id=run.id)["properties"]["note_2"]["default"] == "unsure"
+    assert local_lake.read("verdicts").height == 0
     resume_flow_run(run.id, run_input={"claim_1": "confirm", "note_1": "matches the abstract", "claim_2": "reject"})
     worker.join(timeout=60)
     assert result == {"claims": 3, "recorded": 2, "bad": []}
     got = local_lake.read("verdicts").sort("claim_id")
     assert got.select("claim_id", "reviewer", "verdict", "channel", "note").rows() == [
-        ("c:1", "alice", "confirm", "ui", "matches the abstract"), ("c:2", "alice", "reject", "ui", None),
+        ("c:1", "alice", "confirm", "ui", "matches the abstract"),
+        ("c:2", "alice", "reject", "ui", "unsure"),  # the note of the refused answer was kept in the form
     ]
     assert got["seconds_spent"].min() > 0 and got["seconds_spent"].n_unique() == 1  # the packet's time, shared
-    # claim 3 was left empty: it is still waiting, first in alice's next packet
+    # claim 3 was left pending: it is still waiting, first in alice's next packet
     assert got.filter(pl.col("claim_id") == "c:3").height == 0
     assert RUNNER.invoke(app, ["review", "--reviewer", "alice", "--lake", local_lake.uri], input="q\n").stdout.count("claims waiting") == 1
     assert local_lake.read("deferrals")["doc_id"].unique().to_list() == [DOC]
