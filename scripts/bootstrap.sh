@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent set-up for a fresh Debian machine: graph-tool from Debian, a venv made from
+# Idempotent set-up for a fresh Debian machine: graph-tool and chromium from Debian, a venv made from
 # /usr/bin/python3 with --system-site-packages, the pinned dependencies, and grace itself.
 # A second run only compares a stamp and returns in well under a second.
 set -euo pipefail
@@ -15,6 +15,14 @@ if ! "$SYS_PY" -c "import graph_tool" >/dev/null 2>&1 || ! "$SYS_PY" -c "import 
     as_root apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends \
         python3-graph-tool python3-venv >/dev/null
+fi
+
+# Debian's chromium for the browser tests (tests/ui, tests/trust): Playwright drives it, and never
+# downloads a browser of its own.
+if [ ! -x /usr/bin/chromium ]; then
+    say "installing Debian package chromium (apt-get)"
+    as_root apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends chromium >/dev/null
 fi
 
 stamp_src=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
