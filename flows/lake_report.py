@@ -3,7 +3,8 @@ embedded as PNG data URIs, so the file alone can be mailed or opened anywhere) p
 plots as PNG files beside it.
 
 It shows, from the lake's views and tables: PCR and KF over rounds, the frontier by document,
-the share of decided deferrals confirmed with its 95% Wilson interval, reviewer statistics
+the audited precision of the Grounded pool and Refuted-false share (``round_metrics``) and the
+share of decided deferrals confirmed, each with its 95% Wilson interval, reviewer statistics
 (``reviewer_stats``: verdicts, seconds, agreement, Fleiss' kappa), model costs (``llm_calls``)
 and the top Boundary claims waiting. The figures are computed in
 :mod:`grace_core.report_figures`; this module reads the lake, plots and writes HTML.
@@ -28,6 +29,11 @@ from storage.lake import Lake
 
 STATUS_COLOURS = {"grounded": "#2e7d32", "boundary": "#f9a825", "refuted": "#c62828"}
 VERDICT_COLOURS = {"n_confirm": "#2e7d32", "n_reject": "#c62828", "n_abstain": "#9e9e9e"}
+AUDIT_COLUMNS = (
+    "round", "n_audited_grounded", "grounded_precision", "grounded_precision_low", "grounded_precision_high", "cum_audited_grounded",
+    "cum_grounded_precision", "cum_grounded_precision_low", "cum_grounded_precision_high", "n_audited_refuted", "refuted_false",
+    "refuted_false_low", "refuted_false_high", "cum_refuted_false", "cum_refuted_false_low", "cum_refuted_false_high",
+)
 FRONTIER_DOCS = 25  # documents shown in the frontier plot (most Boundary claims first)
 
 
@@ -106,27 +112,36 @@ def plot_frontier(frontier: pl.DataFrame) -> bytes:
     return png_bytes(fig)
 
 
-def plot_precision(precision: pl.DataFrame) -> bytes:
-    """Share of decided deferrals confirmed per round with 95% Wilson intervals, and cumulative."""
-    fig, ax = pyplot().subplots(figsize=(6.4, 3.6))
-    known = precision.filter(pl.col("share").is_not_null())
+def _with_interval(ax: Any, rows: pl.DataFrame, share: str, low: str, high: str, *, offset: float, colour: str, label: str) -> None:
+    known = rows.filter(pl.col(share).is_not_null())
     if known.height == 0:
+        return
+    x = [r + offset for r in known["round"].to_list()]
+    y = [100 * v for v in known[share].to_list()]
+    err = [[a - 100 * v for a, v in zip(y, known[low].to_list())], [100 * v - a for a, v in zip(y, known[high].to_list())]]
+    ax.errorbar(x, y, yerr=err, fmt="o", capsize=4, color=colour, label=label)
+
+
+def plot_precision(precision: pl.DataFrame, metrics: pl.DataFrame) -> bytes:
+    """Per round, with 95% Wilson intervals: the audited precision of the Grounded pool and the
+    share of audited Refuted claims really false (when the lake audits), and the share of
+    decided deferrals confirmed."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.8))
+    audited = metrics.filter(pl.col("cum_audited_grounded") + pl.col("cum_audited_refuted") > 0) if "cum_audited_grounded" in metrics.columns else metrics.head(0)
+    if precision["share"].is_not_null().sum() == 0 and audited.height == 0:
         _empty(ax, "decided verdicts")
     else:
-        rounds = known["round"].to_list()
-        share = [100 * v for v in known["share"].to_list()]
-        err = [[s - 100 * lo for s, lo in zip(share, known["low"].to_list())], [100 * hi - s for s, hi in zip(share, known["high"].to_list())]]
-        ax.errorbar(rounds, share, yerr=err, fmt="o", capsize=4, color="#1565c0", label="this round")
-        cum = precision.filter(pl.col("cum_share").is_not_null())
-        ax.plot(cum["round"].to_list(), [100 * v for v in cum["cum_share"].to_list()], "--", color="#555", label="cumulative")
-        ax.fill_between(cum["round"].to_list(), [100 * v for v in cum["cum_low"].to_list()], [100 * v for v in cum["cum_high"].to_list()],
-                        color="#999", alpha=0.2)
+        _with_interval(ax, audited, "cum_grounded_precision", "cum_grounded_precision_low", "cum_grounded_precision_high",
+                       offset=-0.1, colour="#2e7d32", label="Grounded precision (audited, cumulative)")
+        _with_interval(ax, audited, "cum_refuted_false", "cum_refuted_false_low", "cum_refuted_false_high",
+                       offset=0.0, colour="#c62828", label="Refuted really false (audited, cumulative)")
+        _with_interval(ax, precision, "share", "low", "high", offset=0.1, colour="#1565c0", label="deferrals confirmed (this round)")
         ax.set_xticks(precision["round"].to_list())
         ax.set_ylim(0, 105)
-        ax.set_xlabel("round of deferral")
-        ax.set_ylabel("confirmed / decided (%)")
-        ax.legend(fontsize=8)
-    ax.set_title("Reviewed precision with 95% Wilson interval")
+        ax.set_xlabel("round")
+        ax.set_ylabel("share (%)")
+        ax.legend(fontsize=7, loc="lower left")
+    ax.set_title("Precision with 95% Wilson intervals")
     return png_bytes(fig)
 
 
@@ -171,7 +186,7 @@ def plot_costs(costs: pl.DataFrame) -> bytes:
 PLOTS: dict[str, tuple[str, Callable[[ReportData], bytes]]] = {
     "coverage.png": ("PCR and KF over rounds", lambda d: plot_coverage(d.metrics)),
     "frontier.png": ("Frontier by document", lambda d: plot_frontier(d.frontier)),
-    "precision.png": ("Reviewed precision", lambda d: plot_precision(d.precision)),
+    "precision.png": ("Precision with intervals", lambda d: plot_precision(d.precision, d.metrics)),
     "reviewers.png": ("Verdicts per reviewer", lambda d: plot_reviewers(d.reviewers)),
     "costs.png": ("Model tokens", lambda d: plot_costs(d.costs)),
 }
@@ -236,9 +251,13 @@ def render_html(data: ReportData, plots: dict[str, bytes], *, generated: datetim
 {img['frontier.png']}
 {html_table(data.frontier, limit=50)}
 <h2>Precision</h2>
-<p class=note>Share of the deferred claims decided (confirm or reject) that reviewers confirmed, by round of deferral,
-with its 95% Wilson score interval; abstentions and pending votes are left out.</p>
+<p class=note>Audited precision: of a random sample of Grounded claims (stratified by document) sent to reviewers
+each round, the share confirmed; of the audited Refuted claims, the share rejected (really false). Each with its 95%
+Wilson score interval, per round of the audit and cumulative; counted once decided (confirm or reject).</p>
 {img['precision.png']}
+{html_table(data.metrics.select([c for c in AUDIT_COLUMNS if c in data.metrics.columns]), percent=tuple(c for c in AUDIT_COLUMNS if 'precision' in c or 'false' in c))}
+<p class=note>Deferrals: the share of the deferred claims decided (confirm or reject) that reviewers confirmed, by round
+of deferral, with its 95% Wilson score interval; abstentions and pending votes are left out.</p>
 {html_table(data.precision, percent=("share", "low", "high", "cum_share", "cum_low", "cum_high"))}
 <h2>Reviewers</h2>
 {img['reviewers.png']}

@@ -15,6 +15,7 @@ from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
 from flows.verdicts import assignments, claim_texts, document_texts, ingest_verdict_file, prior_units, write_packets
+from grace_core.audit import audit_claims, interleave
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
 from grace_core.review import verify_claims
 from grace_core.round import defer
@@ -24,8 +25,10 @@ from storage.review_files import ReviewArea
 
 @grace_task(retry_delay_seconds=10)
 def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
-    """The round's deferrals (:func:`grace_core.round.defer`) assigned to ``overlap`` reviewers
-    of the pool, committed once; returns the claims deferred.
+    """The round's deferrals (:func:`grace_core.round.defer`) and audit claims
+    (:func:`grace_core.audit.audit_claims`, recorded in ``audits``, their ranks interleaved with
+    the deferrals') assigned to ``overlap`` reviewers of the pool, committed once; returns the
+    claims sent to review.
 
     Claims decided for good (the decisions of this round's settle step) and claims with an
     assignment still open before its deadline stay out; an overdue claim is back in the pool.
@@ -39,8 +42,12 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
         votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
         roles, cache = roles_with_cache(settings, lake, round_id)
-        chosen = defer(scores, decisions, busy_claims(assignments(lake, now)), claim_texts(lake), prior_units(lake), roles, settings,
-                       budget=settings.budget, review_seconds=seconds)
+        busy, texts, priors = busy_claims(assignments(lake, now)), claim_texts(lake), prior_units(lake)
+        chosen = defer(scores, decisions, busy, texts, priors, roles, settings, budget=settings.budget, review_seconds=seconds)
+        responses = lake.read("claims", columns=["doc_id", "claim_id", "source_kind"]).filter(pl.col("source_kind") == "response")
+        audits = audit_claims(scores, decisions, busy, lake.read("audits", columns=["doc_id", "claim_id"]), responses, texts, priors, roles,
+                              settings, settings, round_id=round_id, review_seconds=seconds)
+        chosen = interleave(chosen, audits, f"audit:{round_id}")  # reviewers cannot tell audits from deferrals
         assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes)
         human_deadline = now + timedelta(hours=settings.deadline_hours)
         deferrals = assigned.select(
@@ -50,7 +57,8 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
             pl.when(pl.col("reviewer") == VERIFIER).then(pl.lit(now)).otherwise(pl.lit(human_deadline)).alias("deadline"),
             pl.lit(now).alias("created_at"),
         )
-        return {"deferrals": deferrals, "llm_calls": cache.pending()}, deferrals["doc_id"].n_unique(), chosen.height
+        audited = audits.select("doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), "status", "cost", pl.lit(now).alias("created_at"))
+        return {"deferrals": deferrals, "audits": audited, "llm_calls": cache.pending()}, deferrals["doc_id"].n_unique(), chosen.height
 
     return commit_once(lake, f"dispatch/round={round_id}", round_id=round_id, stage="dispatch", work=work) or 0
 

@@ -97,7 +97,9 @@ def review_context(lake: Lake, roles: ModelRoles, rows: pl.DataFrame) -> pl.Data
     """Assignments (rows of :func:`assignments`) with what the reviewer sees, as the flat
     :data:`PACKET_COLUMNS` of a review packet: the claim's text, the passage it was decomposed
     from, its nearest prior, its current status and confidence, the deadline, and empty
-    ``verdict, seconds_spent, note`` for the reviewer to fill in."""
+    ``verdict, seconds_spent, note`` for the reviewer to fill in. Once the lake audits
+    (:mod:`grace_core.audit`), review is blind: status and confidence are left empty for every
+    claim, so an audited Grounded or Refuted claim looks like any deferred one."""
     docs = rows["doc_id"].unique().to_list()
     texts = claim_texts(lake).join(rows.select("doc_id", "claim_id").unique(), on=["doc_id", "claim_id"], how="semi")
     priors = prior_units(lake).filter(pl.col("doc_id").is_in(docs))
@@ -111,8 +113,16 @@ def review_context(lake: Lake, roles: ModelRoles, rows: pl.DataFrame) -> pl.Data
             deadline=pl.col("deadline").dt.strftime("%Y-%m-%dT%H:%M:%SZ"), confidence=pl.col("confidence").round(3),
             verdict=pl.lit(None, pl.Utf8), seconds_spent=pl.lit(None, pl.Float64), note=pl.lit(None, pl.Utf8),
         )
+        .with_columns(_blind(lake))
         .select(PACKET_COLUMNS)
     )
+
+
+def _blind(lake: Lake) -> list[pl.Expr]:
+    """Status and confidence emptied once the lake has audit claims (review is then blind)."""
+    if lake.read("audits", columns=["claim_id"]).height == 0:
+        return []
+    return [pl.lit(None, pl.Utf8).alias("status"), pl.lit(None, pl.Float64).alias("confidence")]
 
 
 def write_packets(

@@ -8,6 +8,8 @@ Every consumer reads this result: promotion and rejection in a round
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
 from grace_core.errors import InvalidVerdicts
@@ -30,13 +32,17 @@ def latest_votes(votes: pl.DataFrame) -> pl.DataFrame:
     return ordered.unique(["doc_id", "claim_id", "reviewer"], keep="last", maintain_order=True).drop("_row")
 
 
-def decide(votes: pl.DataFrame, quorum: int = 1) -> pl.DataFrame:
+def decide(votes: pl.DataFrame, quorum: int = 1, weights: Mapping[str, float] | None = None) -> pl.DataFrame:
     """One decision per claim from raw votes (``doc_id, claim_id, reviewer, verdict`` and
     optionally ``round, created_at``):
 
     - each reviewer's latest vote counts once (:func:`latest_votes`), across rounds;
     - below ``quorum`` answering reviewers (abstentions count as answers) → ``pending``;
     - otherwise the majority of the non-abstain votes; a tie or only abstentions → ``abstain``.
+      With ``weights`` (reviewer → weight, e.g. the reliability log-odds of
+      :func:`grace_core.reliability.vote_weights`; a reviewer not listed weighs 1) the majority
+      is weighted: confirm when the confirm votes' weights sum to more than the reject votes'.
+      The vote counts stay counts.
 
     Returns :data:`DECISION_SCHEMA` columns sorted by ``doc_id, claim_id``. Raises
     :class:`InvalidVerdicts` on a verdict outside confirm | reject | abstain.
@@ -46,16 +52,19 @@ def decide(votes: pl.DataFrame, quorum: int = 1) -> pl.DataFrame:
         raise InvalidVerdicts(f"unknown verdict {bad['verdict'][0]!r} for claim {bad['claim_id'][0]!r} (expected one of {', '.join(VERDICTS)})")
     if votes.height == 0:
         return pl.DataFrame(schema=DECISION_SCHEMA)
-    agg = latest_votes(votes).group_by("doc_id", "claim_id").agg(
+    weight = pl.col("reviewer").replace_strict(dict(weights), default=1.0, return_dtype=pl.Float64) if weights else pl.lit(1.0)
+    agg = latest_votes(votes).with_columns(_w=weight).group_by("doc_id", "claim_id").agg(
         n_votes=pl.len().cast(pl.Int32),
         n_confirm=(pl.col("verdict") == "confirm").sum().cast(pl.Int32),
         n_reject=(pl.col("verdict") == "reject").sum().cast(pl.Int32),
         n_abstain=(pl.col("verdict") == "abstain").sum().cast(pl.Int32),
+        _for=pl.col("_w").filter(pl.col("verdict") == "confirm").sum(),
+        _against=pl.col("_w").filter(pl.col("verdict") == "reject").sum(),
     )
     decision = (
         pl.when(pl.col("n_votes") < quorum).then(pl.lit(PENDING))
-        .when(pl.col("n_confirm") > pl.col("n_reject")).then(pl.lit("confirm"))
-        .when(pl.col("n_reject") > pl.col("n_confirm")).then(pl.lit("reject"))
+        .when(pl.col("_for") > pl.col("_against")).then(pl.lit("confirm"))
+        .when(pl.col("_against") > pl.col("_for")).then(pl.lit("reject"))
         .otherwise(pl.lit("abstain"))
     )
     return agg.with_columns(quorum=pl.lit(quorum, pl.Int32), decision=decision).select(list(DECISION_SCHEMA)).sort("doc_id", "claim_id")

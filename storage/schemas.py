@@ -49,6 +49,13 @@ Scoring is per document, so a document scored in a round has rows for all its cl
 (overlap > 1 gives several rows): ``priority, confidence, cost, gain, rank`` from the
 selection, ``deadline`` (null: none) and ``created_at``.
 
+``audits`` (by round, the round that drew them): the claims of the round's deferrals that
+are audit samples (:mod:`grace_core.audit`), not chosen for their value: ``status`` grounded |
+refuted (the pool each was drawn from) and ``cost`` (paid from the audit budget). Their
+deferral rows look like any other, so reviewers cannot tell; ``round_metrics`` leaves them out
+of the deferral figures and estimates the Grounded precision and the Refuted-false share from
+their decisions.
+
 ``verdicts`` (by round, the round of the deferral answered): every raw vote.
 ``verdict`` confirm | reject | abstain, ``reviewer``, ``seconds_spent``, ``note``,
 ``channel`` (ui, file, terminal, verifier, …) and ``created_at``.
@@ -89,6 +96,7 @@ SOURCE_KINDS = ("prior", "verified", "response")
 STORED_SOURCE_KINDS = (*SOURCE_KINDS, "passage")  # passages are document text outside the graph
 LABELS = ("entails", "contradicts")
 STATUSES = ("grounded", "boundary", "refuted")
+AUDITED_STATUSES = ("grounded", "refuted")
 VERDICTS = ("confirm", "reject", "abstain")
 DECISIONS = (*VERDICTS, "pending")
 ROUND = "round"
@@ -165,6 +173,10 @@ TABLES: dict[str, TableSpec] = {
             _req("priority", pa.float64()), _req("confidence", pa.float64()), _req("cost", pa.float64()),
             _req("gain", pa.float64()), _opt("rank", pa.int32()), _opt("deadline", _TS), _req("created_at", _TS),
         ], partitioned=True, key=("doc_id", "claim_id", ROUND, "reviewer")),
+        _spec("audits", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("status", pa.string()),
+            _opt("cost", pa.float64()), _req("created_at", _TS),
+        ], partitioned=True, key=("doc_id", "claim_id", ROUND), status=AUDITED_STATUSES),
         _spec("verdicts", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("reviewer", pa.string()),
             _req("verdict", pa.string()), _opt("seconds_spent", pa.float64()), _opt("note", pa.string()),
@@ -200,7 +212,7 @@ TABLES: dict[str, TableSpec] = {
 
 
 WRITE_ORDER: tuple[str, ...] = (
-    "documents", "llm_calls", "questions", "edges", "sources", "claims", "scores", "deferrals", "verdicts",
+    "documents", "llm_calls", "questions", "edges", "sources", "claims", "scores", "audits", "deferrals", "verdicts",
     "decisions", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A
@@ -208,7 +220,8 @@ reader may see a commit's first tables before its last, so the tables that later
 decide what is done come last: ``claims`` after the ``sources`` and ``edges`` of a build (new
 documents are those without claims), ``sources`` after the ``edges`` of a promotion, the stage's
 ``rounds`` row after everything it records (the next round starts after a ``dispatch`` row),
-``batches`` last of an ingestion; ``documents`` first, so that a document id stored with other
+``batches`` last of an ingestion; ``audits`` before the ``deferrals`` they mark (no reader
+counts an audit claim as a deferral, nor shows it to a reviewer unblinded); ``documents`` first, so that a document id stored with other
 content stops the commit before anything is written."""
 
 

@@ -27,6 +27,14 @@ none aggregates votes itself.
   claims per document that turned from Boundary to Grounded since the previous scored round
   without a confirm decision of their own (DESIGN §7, as :func:`grace_core.round.cascaded`).
   Every claim counted confirmed has been promoted: a decision and its promotion are one commit.
+  Audit claims (table ``audits``) are left out of the deferral figures. Audited precision
+  (:mod:`grace_core.audit`): of the Grounded claims audited in the round and decided (confirm
+  or reject) so far, ``n_audited_grounded`` and ``grounded_precision`` = confirmed share with
+  its 95% Wilson interval ``grounded_precision_low, _high``
+  (:func:`grace_core.intervals.wilson_interval`); of the audited Refuted claims,
+  ``n_audited_refuted`` and ``refuted_false`` = rejected share (really false) with
+  ``refuted_false_low, _high``; the ``cum_*`` columns pool the audits of all rounds up to it.
+  Null when nothing audited is decided; an audit is decided in the next round's settle step.
 - ``review_queue``: open deferrals: each claim × reviewer's latest deferral that this reviewer
   has not answered and that is not decided for good (confirm or reject), with the claim's
   text, current status and decision; ``overdue`` once past its deadline (the flows return
@@ -35,7 +43,12 @@ none aggregates votes itself.
   agreement (share of their votes of the round, on claims with ≥ 2 votes in it, that equal the
   claim's decided outcome) and the round's Fleiss' kappa over claims with ≥ 2 votes
   (categories confirm, reject, abstain; each reviewer's latest vote of the round, p_j pooled
-  over all votes, so items may have different numbers of raters).
+  over all votes, so items may have different numbers of raters); beside it each reviewer's
+  estimated ``accuracy``: the share of their confirm/reject votes that equal the majority of
+  the other reviewers' confirm/reject votes on the same claim (leave-one-out majority), over
+  the ``n_overlap`` votes where the others have a majority (null when none). A random answerer
+  scores about 1/2 (the Dawid–Skene estimate of :mod:`grace_core.reliability` pools all rounds
+  and is what weighted decisions use).
 """
 
 from __future__ import annotations
@@ -107,9 +120,51 @@ DERIVED_VIEWS: dict[str, str] = {
                    count(*) FILTER (WHERE o.decision = 'reject') AS n_rejected,
                    count(*) FILTER (WHERE o.decision = 'abstain') AS n_abstained,
                    count(*) FILTER (WHERE o.decision IS NULL OR o.decision = 'pending') AS n_pending
-            FROM (SELECT DISTINCT round, doc_id, claim_id FROM deferrals) d
+            FROM (SELECT DISTINCT round, doc_id, claim_id FROM deferrals
+                  ANTI JOIN audits USING (round, doc_id, claim_id)) d
             LEFT JOIN latest_decisions o ON o.doc_id = d.doc_id AND o.claim_id = d.claim_id
             GROUP BY d.round
+        ),
+        audit_outcomes AS (
+            SELECT a.round, a.status, o.decision = CASE a.status WHEN 'grounded' THEN 'confirm' ELSE 'reject' END AS hit
+            FROM audits a
+            JOIN latest_decisions o ON o.doc_id = a.doc_id AND o.claim_id = a.claim_id
+            WHERE o.decision IN ('confirm', 'reject')
+        ),
+        audit_counts AS (
+            SELECT r.round, a.status, 'round' AS scope, count(*) FILTER (WHERE a.hit) AS k, count(*) AS n
+            FROM scored_rounds r JOIN audit_outcomes a ON a.round = r.round GROUP BY ALL
+            UNION ALL
+            SELECT r.round, a.status, 'cumulative' AS scope, count(*) FILTER (WHERE a.hit) AS k, count(*) AS n
+            FROM scored_rounds r JOIN audit_outcomes a ON a.round <= r.round GROUP BY ALL
+        ),
+        wilson AS (  -- the 95% Wilson score interval of k/n, as grace_core.intervals.wilson_interval
+            SELECT round, status, scope, n, k / n AS p,
+                   greatest(0.0, ((k / n) + z2 / (2 * n)) / (1 + z2 / n)
+                                 - sqrt(z2) / (1 + z2 / n) * sqrt((k / n) * (1 - k / n) / n + z2 / (4 * n * n))) AS low,
+                   least(1.0, ((k / n) + z2 / (2 * n)) / (1 + z2 / n)
+                              + sqrt(z2) / (1 + z2 / n) * sqrt((k / n) * (1 - k / n) / n + z2 / (4 * n * n))) AS high
+            FROM (SELECT *, 1.959963984540054 ** 2 AS z2 FROM audit_counts)
+        ),
+        audited AS (
+            SELECT round,
+                   coalesce(max(n) FILTER (WHERE status = 'grounded' AND scope = 'round'), 0) AS n_audited_grounded,
+                   max(p) FILTER (WHERE status = 'grounded' AND scope = 'round') AS grounded_precision,
+                   max(low) FILTER (WHERE status = 'grounded' AND scope = 'round') AS grounded_precision_low,
+                   max(high) FILTER (WHERE status = 'grounded' AND scope = 'round') AS grounded_precision_high,
+                   coalesce(max(n) FILTER (WHERE status = 'grounded' AND scope = 'cumulative'), 0) AS cum_audited_grounded,
+                   max(p) FILTER (WHERE status = 'grounded' AND scope = 'cumulative') AS cum_grounded_precision,
+                   max(low) FILTER (WHERE status = 'grounded' AND scope = 'cumulative') AS cum_grounded_precision_low,
+                   max(high) FILTER (WHERE status = 'grounded' AND scope = 'cumulative') AS cum_grounded_precision_high,
+                   coalesce(max(n) FILTER (WHERE status = 'refuted' AND scope = 'round'), 0) AS n_audited_refuted,
+                   max(p) FILTER (WHERE status = 'refuted' AND scope = 'round') AS refuted_false,
+                   max(low) FILTER (WHERE status = 'refuted' AND scope = 'round') AS refuted_false_low,
+                   max(high) FILTER (WHERE status = 'refuted' AND scope = 'round') AS refuted_false_high,
+                   coalesce(max(n) FILTER (WHERE status = 'refuted' AND scope = 'cumulative'), 0) AS cum_audited_refuted,
+                   max(p) FILTER (WHERE status = 'refuted' AND scope = 'cumulative') AS cum_refuted_false,
+                   max(low) FILTER (WHERE status = 'refuted' AND scope = 'cumulative') AS cum_refuted_false_low,
+                   max(high) FILTER (WHERE status = 'refuted' AND scope = 'cumulative') AS cum_refuted_false_high
+            FROM wilson GROUP BY round
         ),
         previous AS (SELECT round, lag(round) OVER (ORDER BY round) AS prev_round FROM scored_rounds),
         cascaded AS (
@@ -137,11 +192,20 @@ DERIVED_VIEWS: dict[str, str] = {
                r.n_confirmed / nullif(r.n_deferred, 0) AS yield,
                r.n_confirmed / nullif(r.n_confirmed + r.n_rejected, 0) AS yield_decided,
                coalesce(k.n_cascade, 0) AS n_cascade,
-               coalesce(k.n_cascade, 0) / p.n_documents AS cascade
+               coalesce(k.n_cascade, 0) / p.n_documents AS cascade,
+               coalesce(au.n_audited_grounded, 0) AS n_audited_grounded,
+               au.grounded_precision, au.grounded_precision_low, au.grounded_precision_high,
+               coalesce(au.cum_audited_grounded, 0) AS cum_audited_grounded,
+               au.cum_grounded_precision, au.cum_grounded_precision_low, au.cum_grounded_precision_high,
+               coalesce(au.n_audited_refuted, 0) AS n_audited_refuted,
+               au.refuted_false, au.refuted_false_low, au.refuted_false_high,
+               coalesce(au.cum_audited_refuted, 0) AS cum_audited_refuted,
+               au.cum_refuted_false, au.cum_refuted_false_low, au.cum_refuted_false_high
         FROM per_round p
         LEFT JOIN coverage c ON c.round = p.round
         LEFT JOIN reviewed r ON r.round = p.round
         LEFT JOIN cascaded k ON k.round = p.round
+        LEFT JOIN audited au ON au.round = p.round
         ORDER BY p.round
     """,
     "review_queue": """
@@ -184,6 +248,20 @@ DERIVED_VIEWS: dict[str, str] = {
         ),
         kappa AS (
             SELECT round, CASE WHEN p_e < 1 THEN (p_bar - p_e) / (1 - p_e) END AS fleiss_kappa FROM pooled
+        ),
+        sided AS (
+            SELECT v.round, v.doc_id, v.claim_id, v.reviewer, v.verdict,
+                   count(*) FILTER (WHERE verdict = 'confirm') OVER w - (v.verdict = 'confirm')::INT AS others_confirm,
+                   count(*) FILTER (WHERE verdict = 'reject') OVER w - (v.verdict = 'reject')::INT AS others_reject
+            FROM votes v WHERE v.verdict <> 'abstain'
+            WINDOW w AS (PARTITION BY v.round, v.doc_id, v.claim_id)
+        ),
+        loo AS (
+            SELECT round, reviewer,
+                   count(*) FILTER (WHERE others_confirm <> others_reject) AS n_overlap,
+                   avg(CASE WHEN others_confirm <> others_reject
+                            THEN (verdict = CASE WHEN others_confirm > others_reject THEN 'confirm' ELSE 'reject' END)::DOUBLE END) AS accuracy
+            FROM sided GROUP BY round, reviewer
         )
         SELECT v.round, v.reviewer, count(*) AS n_verdicts,
                count(*) FILTER (WHERE v.verdict = 'confirm') AS n_confirm,
@@ -191,12 +269,15 @@ DERIVED_VIEWS: dict[str, str] = {
                count(*) FILTER (WHERE v.verdict = 'abstain') AS n_abstain,
                avg(v.seconds_spent) AS mean_seconds,
                avg(CASE WHEN i.n >= 2 AND o.outcome <> 'pending' THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
-               any_value(k.fleiss_kappa) AS fleiss_kappa
+               any_value(k.fleiss_kappa) AS fleiss_kappa,
+               coalesce(any_value(a.n_overlap), 0) AS n_overlap,
+               any_value(a.accuracy) AS accuracy
         FROM votes v
         LEFT JOIN verdict_outcomes o ON o.doc_id = v.doc_id AND o.claim_id = v.claim_id
         LEFT JOIN (SELECT round, doc_id, claim_id, count(*) AS n FROM votes GROUP BY ALL) i
           ON i.round = v.round AND i.doc_id = v.doc_id AND i.claim_id = v.claim_id
         LEFT JOIN kappa k ON k.round = v.round
+        LEFT JOIN loo a ON a.round = v.round AND a.reviewer = v.reviewer
         GROUP BY v.round, v.reviewer
     """,
 }

@@ -14,7 +14,7 @@ from grace_core.intervals import wilson_interval
 from grace_core.report_figures import precision_by_round, waiting_claims
 from storage.lake import Lake
 from tests.grace_cli import run_grace
-from tests.report.conftest import cid
+from tests.trust.conftest import T0, cid
 
 PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "costs.png")
 
@@ -68,6 +68,20 @@ def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path
     assert cid("paper-b", 5) in waiting  # the split vote was an abstain: still waiting
     assert cid("paper-c", 6) not in waiting and cid("paper-a", 3) not in waiting  # rejected, confirmed
     assert "says something &lt;checkable&gt; &amp; specific." in waiting and "<checkable>" not in page
+
+
+def test_report_shows_the_audited_precision(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
+    audits = pl.DataFrame({
+        "doc_id": ["paper-a", "paper-c"], "claim_id": [cid("paper-a", 3), cid("paper-c", 6)], "round": [1, 1],
+        "status": ["grounded", "refuted"], "created_at": [T0, T0],
+    }).with_columns(pl.col("round").cast(pl.Int32))
+    small_lake.commit("audit/round=1", {"audits": audits})  # paper-a's claim 3 was confirmed, paper-c's claim 6 rejected
+    code, _, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(tmp_path / "r"))
+    assert code == 0, stderr
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    audited = page.split("<h2>Precision</h2>")[1].split("<h2>")[0]
+    # round 1: one Grounded claim audited and confirmed (100%, Wilson [20.7%, 100%]), one Refuted audited and really false
+    assert "<tr><td>1</td><td>1</td><td>100.0%</td><td>20.7%</td><td>100.0%</td><td>1</td><td>100.0%</td><td>20.7%</td><td>100.0%</td>" in audited
 
 
 def test_report_of_a_missing_lake_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
