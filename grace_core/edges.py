@@ -19,17 +19,19 @@ LABELS = ("entails", "contradicts")
 EDGE_TYPES = ("anchor", "agree", "neutral", "contra")
 
 
-def _first_row(df: pl.DataFrame, mask: pl.Expr) -> tuple[int, dict] | None:
+def _first_row(df: pl.DataFrame, mask: pl.Expr, rows: pl.Series | None = None) -> tuple[int, dict] | None:
     hit = df.with_row_index("_row").filter(mask).head(1)
     if hit.height == 0:
         return None
     rec = hit.row(0, named=True)
-    return int(rec.pop("_row")) + 1, rec
+    at = int(rec.pop("_row"))
+    return (at + 1 if rows is None else int(rows[at])), rec
 
 
-def validate_edges(edges: pl.DataFrame, origin: str = "edge table") -> pl.DataFrame:
+def validate_edges(edges: pl.DataFrame, origin: str = "edge table", rows: pl.Series | None = None) -> pl.DataFrame:
     """Check an edge table and return it with string columns, or raise :class:`InvalidEdgeTable`
-    naming ``origin``, the 1-based row and the field of the first problem found."""
+    naming ``origin``, the 1-based row and the field of the first problem found. ``rows`` gives
+    each row's number in ``origin`` when ``edges`` is a part of it (default: its position)."""
     missing = [c for c in EDGE_COLUMNS if c not in edges.columns]
     if missing:
         raise InvalidEdgeTable(f"{origin}: missing column(s) {', '.join(missing)} (need {', '.join(EDGE_COLUMNS)})")
@@ -38,11 +40,11 @@ def validate_edges(edges: pl.DataFrame, origin: str = "edge table") -> pl.DataFr
     except pl.exceptions.PolarsError as exc:
         raise InvalidEdgeTable(f"{origin}: columns must be text: {exc}") from None
     for col in EDGE_COLUMNS:
-        hit = _first_row(df, pl.col(col).is_null())
+        hit = _first_row(df, pl.col(col).is_null(), rows)
         if hit:
             raise InvalidEdgeTable(f"{origin}: row {hit[0]}: field '{col}' is null")
     for col, allowed in (("source_kind", SOURCE_KINDS), ("label", LABELS)):
-        hit = _first_row(df, ~pl.col(col).is_in(allowed))
+        hit = _first_row(df, ~pl.col(col).is_in(allowed), rows)
         if hit:
             raise InvalidEdgeTable(
                 f"{origin}: row {hit[0]}: field '{col}' has unknown value {hit[1][col]!r} (expected one of {', '.join(allowed)})"
@@ -52,7 +54,7 @@ def validate_edges(edges: pl.DataFrame, origin: str = "edge table") -> pl.DataFr
     both = sources.join(claims, on=["doc_id", "node_id"], how="semi")
     if both.height:
         doc, node = both.sort(["doc_id", "node_id"]).row(0)
-        hit = _first_row(df, (pl.col("doc_id") == doc) & (pl.col("claim_id") == node))
+        hit = _first_row(df, (pl.col("doc_id") == doc) & (pl.col("claim_id") == node), rows)
         raise InvalidEdgeTable(
             f"{origin}: row {hit[0] if hit else '?'}: field 'claim_id': id {node!r} is used both as a source and as a claim in document {doc!r}"
         )

@@ -22,8 +22,13 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    from flows.cli import ask, demo, eval, lake, report, review, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
+def _register(argv: list[str] | None = None) -> None:
+    """Register the commands on ``app``: all of them, or only ``grace score`` when ``argv``
+    names it (its start-up then imports no Prefect or DuckDB; benchmarks/bench_score_cli.py)."""
+    if argv is not None and argv[:1] == ["score"]:
+        from flows.cli import scoring  # noqa: F401
+    else:
+        from flows.cli import ask, demo, eval, lake, report, review, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
 
     _unwrap_help(app)
 
@@ -52,9 +57,9 @@ def _fail(message: str, code: int = 2) -> None:
 
 def main() -> None:
     """Entry point of the ``grace`` console command."""
-    _register()
+    _register(sys.argv[1:])
     try:
-        code = app(standalone_mode=False)
+        code = typer.main.get_group(app)(standalone_mode=False)  # a group even when only `score` is registered
     except typer.TyperException as exc:  # click's usage errors: unknown command or option, a value of the wrong type
         if type(exc).__name__ == "NoArgsIsHelpError":  # `grace` alone: the help is printed already
             sys.exit(2)
