@@ -41,3 +41,11 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"full dev data not found at {SHARED_DATA} (only full-dataset checks need it)")
     return SHARED_DATA
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the moto S3 server is an integration test: marked ``slow`` (out of the fast
+    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures."""
+    for item in items:
+        if "s3_endpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -76,7 +76,7 @@ def s3_config(s3_endpoint: str, tmp_path: Path) -> LakeConfig:
     )
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])
 def lake_config(request: pytest.FixtureRequest) -> LakeConfig:
     """Each test using it runs once on a local lake and once on the moto S3 lake."""
     return request.getfixturevalue(f"{request.param}_config")
