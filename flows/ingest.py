@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
 
 from flows.params import InboxOptions, IngestParams
 from flows.runtime import open_lake
@@ -28,11 +29,12 @@ def ingest_batch(params: IngestParams) -> str:
 
 
 @grace_task()
-def ingest_inbox(settings: GraceSettings, inbox_uri: str) -> list[str]:
-    """Ingest the inbox's batches one at a time, oldest name first; quarantine malformed ones."""
+def ingest_inbox(settings: GraceSettings, inbox_uri: str) -> tuple[list[str], list[str]]:
+    """Ingest the inbox's batches one at a time, oldest name first; quarantine malformed ones.
+    Returns one line per batch, and the lines of the quarantined ones."""
     inbox = Inbox.open(inbox_uri, settings)
     lake = open_lake(settings)
-    lines = []
+    lines, quarantined = [], []
     for name in inbox.batches():
         try:
             data = inbox.read(name, settings)
@@ -40,20 +42,32 @@ def ingest_inbox(settings: GraceSettings, inbox_uri: str) -> list[str]:
         except InvalidBatch as exc:
             inbox.quarantine(name, str(exc))
             lines.append(f"{name}: quarantined: {exc}")
+            quarantined.append(lines[-1])
             continue
         inbox.mark_processed(name)
-    return lines
+    return lines, quarantined
+
+
+def quarantine_markdown(inbox: str, quarantined: list[str]) -> str:
+    """The artifact listing the batches this scan put in quarantine, and why."""
+    items = "\n".join(f"- {line}" for line in quarantined)
+    return (f"## {len(quarantined)} batch{'es' if len(quarantined) != 1 else ''} quarantined\n"
+            f"Moved to `{inbox.rstrip('/')}/quarantine/` with an `.error.txt` beside each; fix and put back in the inbox.\n\n{items}")
 
 
 @flow(name="watch_inbox", log_prints=True)
 def watch_inbox(params: InboxOptions) -> list[str]:
-    """Ingest each new batch of the inbox once; malformed batches go to quarantine."""
+    """Ingest each new batch of the inbox once; malformed batches go to quarantine (a WARNING
+    each, and an artifact listing them)."""
     settings = params.settings()
     logger = get_run_logger()
     if not settings.inbox:
         logger.info("no inbox configured (GRACE_INBOX); nothing to watch")
         return []
-    lines = ingest_inbox(settings, settings.inbox)
+    lines, quarantined = ingest_inbox(settings, settings.inbox)
     for line in lines:
-        logger.info(line)
+        (logger.warning if line in quarantined else logger.info)(line)
+    if quarantined:
+        create_markdown_artifact(key="grace-inbox-quarantine", markdown=quarantine_markdown(settings.inbox, quarantined),
+                                 description="Batches put in quarantine")
     return lines

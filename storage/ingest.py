@@ -59,6 +59,7 @@ class IngestReport:
     n_priors: int
     n_questions: int
     skipped: tuple[SkippedLine, ...] = ()
+    n_passages: int = 0
 
     def summary(self) -> str:
         """One line for people."""
@@ -72,7 +73,8 @@ class IngestReport:
         return (
             f"{head}: ingested {self.n_new_documents} new documents"
             + (f" ({skipped} already stored)" if skipped else "")
-            + f", {self.n_priors} priors, {self.n_questions} questions{invalid}"
+            + f", {self.n_priors} priors" + (f", {self.n_passages} passages" if self.n_passages else "")
+            + f", {self.n_questions} questions{invalid}"
         )
 
 
@@ -142,7 +144,9 @@ def ingest_batch(
              for k in source_kinds(names, tuple(prior_sections))]
     priors = priors.with_columns(source_kind=pl.Series(kinds, dtype=pl.Utf8), round=pl.lit(PRIOR_ROUND, pl.Int32))
     questions = batch.questions.join(new_ids, on="doc_id", how="semi")
-    report = IngestReport(name, bid, True, documents.height, new_docs.height, priors.height, questions.height, skipped)
+    n_priors = priors.filter(pl.col("source_kind") == "prior").height
+    report = IngestReport(name, bid, True, documents.height, new_docs.height, n_priors, questions.height, skipped,
+                          n_passages=priors.height - n_priors)
     batches = pl.DataFrame([{
         "batch_id": bid, "name": name, "n_lines": batch.n_lines, "n_documents": report.n_documents,
         "n_new_documents": report.n_new_documents, "n_priors": report.n_priors, "n_questions": report.n_questions,

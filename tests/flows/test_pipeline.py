@@ -151,8 +151,20 @@ def test_inbox_ingests_good_batches_and_quarantines_bad_ones(tmp_path: Path) -> 
     (inbox / "a-good.jsonl").write_text(lines[0] + "\n")
     (inbox / "b-bad.jsonl").write_text('{"id": "x", "title": "no text at all"}\n')
     (inbox / "c-good.jsonl").write_text(lines[1] + "\n")
-    out = watch_inbox(InboxOptions(lake=root, inbox=str(inbox)))
+    state = watch_inbox(InboxOptions(lake=root, inbox=str(inbox)), return_state=True)
+    out = state.result()
     assert len(out) == 3 and "quarantined" in out[1]
+    # the quarantine is visible on the run: a WARNING line and an artifact naming the batch
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId, LogFilterLevel
+    from prefect.logging.handlers import APILogWorker
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        run_id = state.state_details.flow_run_id
+        warnings = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id]), level=LogFilterLevel(ge_=30)))
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["grace-inbox-quarantine"])))
+    assert [w.message for w in warnings if "b-bad.jsonl: quarantined" in w.message]
+    assert any(a.flow_run_id == run_id and "b-bad.jsonl: quarantined" in a.data for a in artifacts)
     assert sorted(p.name for p in inbox.iterdir() if p.is_file()) == []
     assert sorted(p.name for p in (inbox / "processed").iterdir()) == ["a-good.jsonl", "c-good.jsonl"]
     report = (inbox / "quarantine" / "b-bad.jsonl.error.txt").read_text()

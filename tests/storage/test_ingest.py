@@ -38,6 +38,14 @@ def test_ingest_stores_documents_priors_questions_and_the_batch(lake: Lake) -> N
     assert "ingested 2 new documents, 3 priors, 1 questions" in report.summary()
 
 
+def test_priors_count_only_the_prior_sections_the_rest_are_passages(lake: Lake) -> None:
+    report = ingest_batch(lake, jsonl(DOC_A, DOC_B), "one.jsonl", prior_sections=("Intro",))
+    kinds = lake.query("SELECT source_kind, count(*) AS n FROM sources GROUP BY source_kind ORDER BY source_kind").rows()
+    assert kinds == [("passage", 1), ("prior", 2)]  # b's End is a passage; a has no Intro, so its first chunk anchors it
+    assert (report.n_priors, report.n_passages) == (2, 1) and lake.read("batches")["n_priors"].to_list() == [2]
+    assert "2 priors, 1 passages, 1 questions" in report.summary()
+
+
 def test_the_same_batch_twice_changes_nothing(lake: Lake) -> None:
     data = jsonl(DOC_A, DOC_B)
     first = ingest_batch(lake, data, "one.jsonl")
