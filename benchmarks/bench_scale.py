@@ -1,0 +1,146 @@
+"""A round at scale: a synthetic lake of N documents written straight into the lake's tables (no
+models), then the score and dispatch stages of one round through the real flows, with wall
+time, peak memory and Prefect's share of each.
+
+    .venv/bin/python -m benchmarks.bench_scale --docs 1000 10000
+
+Each document has ≈200 claims decomposed from 8 sampled responses and 5 prior sections (the
+edges of benchmarks/synthetic.py), claim and source texts drawn from a pool of a few thousand
+sentences (so the offline embedder that prices reviews stays off the critical path; model
+throughput is measured elsewhere), and 1% of the documents carry a reviewer's vote from round 0
+(confirm or reject) that the score stage settles, promotes and cascades.
+
+Each stage runs in a fresh process (its peak memory is its own ``VmHWM``) on a temporary Prefect
+home; Prefect's share is 1 − the time GRACE's own code spent (the ``rounds`` rows its tasks
+commit) / the stage's wall time. Issue 17's targets: 100,000 documents' full round ≤ 10 min,
+peak RSS ≤ 3 GB whatever N. (An incremental round, rescoring only the documents that changed,
+is not implemented yet: every round rescores every document.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from benchmarks.synthetic import synthetic_edges
+
+REPO = Path(__file__).resolve().parents[1]
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+WORDS = ("model", "attention", "dataset", "encoder", "baseline", "accuracy", "corpus", "layer", "token", "training",
+         "question", "answer", "paper", "method", "result", "score", "graph", "claim", "source", "evidence")
+STAGE = r'''
+import json, sys, time
+peak = lambda: int(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')))
+lake, stage = sys.argv[1], sys.argv[2]
+from flows.params import StageParams
+from flows.review import dispatch_reviews
+from flows.score import score_round
+t = time.perf_counter()
+(score_round if stage == "score" else dispatch_reviews)(StageParams(round_id=1, lake=lake))
+print(json.dumps({"wall_s": time.perf_counter() - t, "peak_kib": peak()}))
+'''
+
+
+def sentence_pool(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(WORDS[i] for i in rng.integers(len(WORDS), size=8)).capitalize() + f" {k}." for k in range(n)]
+
+
+def write_lake(root: str, n_docs: int, seed: int = 0, per_commit: int = 1000) -> dict[str, int]:
+    """Write ``n_docs`` synthetic documents (documents, sources, claims, edges, some votes) into
+    the lake at ``root``, ``per_commit`` documents per commit; returns the rows per table."""
+    from flows.settings import build_settings
+    from storage.lake import Lake
+
+    lake = Lake.open(build_settings(lake=root))
+    pool = sentence_pool(4000, seed)
+    rows = {"documents": 0, "sources": 0, "claims": 0, "edges": 0, "verdicts": 0}
+    for start in range(0, n_docs, per_commit):
+        n = min(per_commit, n_docs - start)
+        edges = synthetic_edges(n, seed=seed + start).with_columns(doc_id=pl.format("d{}-", pl.lit(start)) + pl.col("doc_id"))
+        docs = edges["doc_id"].unique().sort()
+        rng = np.random.default_rng([seed, start])
+        sources = edges.select("doc_id", "source_id", "source_kind").unique().sort("doc_id", "source_id")
+        sources = sources.with_columns(
+            round=pl.when(pl.col("source_kind") == "prior").then(0).otherwise(1).cast(pl.Int32),
+            name=pl.col("source_id"), ord=pl.int_range(pl.len()).over("doc_id").cast(pl.Int32),
+            text=pl.Series([pool[i] for i in rng.integers(len(pool), size=sources.height)]),
+            claim_id=pl.lit(None, pl.Utf8), model=pl.lit(None, pl.Utf8), call_key=pl.lit(None, pl.Utf8), batch_id=pl.lit("synthetic"),
+        )
+        claim_keys = edges.select("doc_id", "claim_id").unique().sort("doc_id", "claim_id")
+        first_source = edges.filter(pl.col("source_kind") == "response").group_by("doc_id", "claim_id").agg(pl.col("source_id").min())
+        claims = claim_keys.join(first_source, on=["doc_id", "claim_id"], how="left").with_columns(
+            round=pl.lit(1, pl.Int32), source_id=pl.col("source_id").fill_null("r0"), source_kind=pl.lit("response"),
+            ord=pl.int_range(pl.len()).over("doc_id").cast(pl.Int32),
+            text=pl.Series([pool[i] for i in rng.integers(len(pool), size=claim_keys.height)]), call_key=pl.lit(None, pl.Utf8),
+        )
+        voted = docs.sample(fraction=0.01, seed=seed + start) if n >= 100 else docs.head(1)
+        votes = claim_keys.filter(pl.col("doc_id").is_in(voted.implode())).group_by("doc_id").agg(pl.col("claim_id").first()).with_columns(
+            round=pl.lit(0, pl.Int32), reviewer=pl.lit("alice"),
+            verdict=pl.Series(rng.choice(["confirm", "reject"], size=len(voted))), seconds_spent=pl.lit(40.0),
+            note=pl.lit(None, pl.Utf8), channel=pl.lit("file"), created_at=pl.lit(T0),
+        )
+        documents = pl.DataFrame({"doc_id": docs}).with_columns(
+            title=pl.col("doc_id"), content_hash=pl.col("doc_id"), batch_id=pl.lit("synthetic"),
+            line=pl.int_range(pl.len()).cast(pl.Int32), source_format=pl.lit("text"), n_words=pl.lit(5000, pl.Int64),
+            n_priors=pl.lit(5, pl.Int32), n_questions=pl.lit(0, pl.Int32),
+        )
+        tables = {"documents": documents, "sources": sources, "claims": claims,
+                  "edges": edges.with_columns(round=pl.lit(1, pl.Int32), call_key=pl.lit(None, pl.Utf8)), "verdicts": votes}
+        lake.commit(f"synthetic/{start}", tables)
+        for k, v in tables.items():
+            rows[k] += v.height
+    return rows
+
+
+def own_seconds(root: str, stage: str) -> float:
+    from benchmarks.bench_pipeline import busy_seconds
+    from flows.settings import build_settings
+    from storage.lake import Lake
+
+    spans = Lake.open(build_settings(lake=root)).read("rounds", rounds=[1]).filter(pl.col("stage").str.contains(f"^({stage})$"))
+    return busy_seconds([(a.timestamp(), b.timestamp()) for a, b in spans.select("started_at", "finished_at").iter_rows()])
+
+
+def run_stage(root: str, stage: str, env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", STAGE, root, stage], cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, nargs="+", default=[1000, 10000])
+    args = ap.parse_args()
+    for n in args.docs:
+        with tempfile.TemporaryDirectory(prefix="grace-bench-scale-") as tmp:
+            root = str(Path(tmp) / "lake")
+            env = {**os.environ, "PREFECT_HOME": str(Path(tmp) / "prefect"), "PREFECT_LOGGING_LEVEL": "WARNING",
+                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
+                   "GRACE_BACKEND": "offline", "OMP_NUM_THREADS": "1"}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            t = time.perf_counter()
+            rows = write_lake(root, n)
+            print(f"\n{n:,} synthetic documents written in {time.perf_counter() - t:.1f} s: "
+                  + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+            print(f"{'round 1 stage':<16}{'wall s':>9}{'own s':>9}{'Prefect %':>11}{'ms/doc':>9}{'peak MB':>9}")
+            for stage, own in (("score", "score"), ("dispatch", "dispatch|verify")):
+                r = run_stage(root, stage, env)
+                mine = own_seconds(root, own)
+                print(f"{stage:<16}{r['wall_s']:9.1f}{mine:9.1f}{100 * (1 - mine / r['wall_s']):11.1f}"
+                      f"{1000 * r['wall_s'] / n:9.2f}{r['peak_kib'] / 1024:9.0f}")
+
+
+if __name__ == "__main__":
+    main()
