@@ -16,6 +16,7 @@ from prefect import flow, get_run_logger
 from prefect.futures import wait
 
 from flows.params import StageParams
+from flows.queries import question_responses
 from flows.runtime import open_lake, roles_with_cache, stage_row, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import grace_task
@@ -76,7 +77,8 @@ def build_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
 
 @flow(name="build_graphs", log_prints=True)
 def build_graphs(params: StageParams) -> dict:
-    """Claims and edges of the round for every document that has none yet."""
+    """Claims and edges of the round for every document that has none yet, and for the
+    responses to the open user questions (``grace ask`` could not answer them)."""
     settings = params.settings()
     logger = get_run_logger()
     doc_ids = new_documents(settings)
@@ -87,6 +89,7 @@ def build_graphs(params: StageParams) -> dict:
     wait(futures)  # every chunk commits what it built before any failure ends the flow
     results = [f.result() for f in futures]
     total = {k: sum(r[k] for r in results) for k in ("documents", "claims", "edges")}
+    total["questions"] = question_responses(settings, params.round_id, now)  # open user questions (flows/queries.py)
     logger.info("round %d: built %d documents in %d tasks (%d claims, %d edges)", params.round_id, total["documents"], len(chunks), total["claims"], total["edges"])
     failures = [f for r in results for f in r["failures"]]  # (doc_id, role, outcome, error)
     unbuilt = sorted({f[0] for f in failures})

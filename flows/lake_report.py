@@ -237,7 +237,8 @@ def render_html(data: ReportData, plots: dict[str, bytes], *, generated: datetim
         if last else "Nothing scored yet."
     )
     metric_cols = ["round", "n_documents", "n_claims", "n_grounded", "n_boundary", "n_refuted", "pcr", "kf", "n_deferred",
-                   "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "yield_decided", "cascade"]
+                   "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "yield_decided", "cascade",
+                   "n_questions_rechecked", "n_questions_answered"]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>GRACE report: {html.escape(data.lake)}</title><style>{_CSS}</style></head>
 <body>

@@ -11,6 +11,7 @@ import polars as pl
 from prefect import flow, get_run_logger
 
 from flows.params import StageParams
+from flows.queries import recheck_queries
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
@@ -97,17 +98,19 @@ def send_packets(settings: GraceSettings, round_id: int, now: datetime) -> dict[
 @flow(name="dispatch_reviews", log_prints=True)
 def dispatch_reviews(params: StageParams) -> dict:
     """Budgeted selection of boundary claims → deferrals assigned to the reviewer pool; the
-    verifier answers its share, human reviewers get packets in the review outbox."""
+    verifier answers its share, human reviewers get packets in the review outbox; the open user
+    questions are asked again against the round's knowledge."""
     settings = params.settings()
     now = timestamp(params.now)
     n = defer_claims(settings, params.round_id, now)
     verdicts = verify_deferred(settings, params.round_id, now)
     packets = send_packets(settings, params.round_id, now)
+    questions = recheck_queries(settings, params.round_id, now)
     get_run_logger().info(
         "round %d: deferred %d claims within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n,
         settings.budget, ", ".join(settings.pool), settings.overlap, verdicts or "nothing new", packets or "none",
     )
-    return {"deferred": n, "verdicts": verdicts, "packets": packets}
+    return {"deferred": n, "verdicts": verdicts, "packets": packets, "questions": questions}
 
 
 @grace_task()

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from deployments.config import RunnerConfig, ScheduleConfig
 from grace_core.assignment import ReviewConfig
 from grace_core.audit import AuditConfig
+from grace_core.queries import QueryConfig
 from grace_core.errors import InvalidSettings
 from grace_core.limits import InputLimits
 from grace_core.models.config import ModelConfig
@@ -39,7 +40,7 @@ class PipelineConfig(BaseModel):
     )
 
 
-class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, AuditConfig, ScheduleConfig, RunnerConfig, InputLimits):
+class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, AuditConfig, QueryConfig, ScheduleConfig, RunnerConfig, InputLimits):
     """All of GRACE's settings. It *is* a ScoringParams, a LakeConfig, a ModelConfig and a
     PipelineConfig (and a ReviewConfig, …), so each layer is handed the same object and sees only the fields it declares.
 

@@ -67,6 +67,14 @@ one vote, the vote counts over each reviewer's latest vote, the ``quorum`` in fo
 rejections, ``round_metrics``, ``review_queue``, ``reviewer_stats``, ``verdict_outcomes`` and
 ``claim_status`` all read it.
 
+``queries`` (by round): user questions the knowledge base could not answer
+(:mod:`grace_core.queries`), one row per asking: ``query_id`` (a hash of document and
+question), ``doc_id``, ``question``, ``origin`` ask (``grace ask`` recorded it, ``round`` = the
+last scored round then) or recheck (asked again after round ``round``'s dispatch),
+``answerable``, ``best_score`` (best retrieval score of its context) and ``asked_at``. A
+question is open while its latest row is not answerable; the next round's build samples
+responses to it for its document.
+
 ``rounds`` (by round): one row per stage run of a round: ``stage`` (ingest, build, score,
 dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and ``detail_json``.
 
@@ -187,6 +195,10 @@ TABLES: dict[str, TableSpec] = {
             _req("n_votes", pa.int32()), _req("n_confirm", pa.int32()), _req("n_reject", pa.int32()),
             _req("n_abstain", pa.int32()), _req("quorum", pa.int32()), _req("decision", pa.string()),
         ], partitioned=True, key=("doc_id", "claim_id", ROUND), decision=DECISIONS),
+        _spec("queries", [
+            _req("query_id", pa.string()), _req(ROUND, pa.int32()), _req("doc_id", pa.string()), _req("question", pa.string()),
+            _req("origin", pa.string()), _req("answerable", pa.bool_()), _opt("best_score", pa.float64()), _req("asked_at", _TS),
+        ], partitioned=True, key=("query_id", ROUND, "origin"), origin=("ask", "recheck")),
         _spec("rounds", [
             _req(ROUND, pa.int32()), _req("stage", pa.string()), _req("started_at", _TS), _opt("finished_at", _TS),
             _opt("n_documents", pa.int64()), _opt("detail_json", pa.string()),
@@ -213,7 +225,7 @@ TABLES: dict[str, TableSpec] = {
 
 WRITE_ORDER: tuple[str, ...] = (
     "documents", "llm_calls", "questions", "edges", "sources", "claims", "scores", "audits", "deferrals", "verdicts",
-    "decisions", "evaluations", "rounds", "batches",
+    "decisions", "queries", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A
 reader may see a commit's first tables before its last, so the tables that later steps read to

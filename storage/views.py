@@ -35,6 +35,9 @@ none aggregates votes itself.
   ``n_audited_refuted`` and ``refuted_false`` = rejected share (really false) with
   ``refuted_false_low, _high``; the ``cum_*`` columns pool the audits of all rounds up to it.
   Null when nothing audited is decided; an audit is decided in the next round's settle step.
+  User questions (table ``queries``, :mod:`grace_core.queries`): ``n_questions_rechecked``
+  earlier unanswered ``grace ask`` questions asked again after the round's dispatch, of which
+  ``n_questions_answered`` the knowledge base now answers.
 - ``review_queue``: open deferrals: each claim × reviewer's latest deferral that this reviewer
   has not answered and that is not decided for good (confirm or reject), with the claim's
   text, current status and decision; ``overdue`` once past its deadline (the flows return
@@ -125,6 +128,10 @@ DERIVED_VIEWS: dict[str, str] = {
             LEFT JOIN latest_decisions o ON o.doc_id = d.doc_id AND o.claim_id = d.claim_id
             GROUP BY d.round
         ),
+        questions AS (
+            SELECT round, count(*) AS n_questions_rechecked, count(*) FILTER (WHERE answerable) AS n_questions_answered
+            FROM queries WHERE origin = 'recheck' GROUP BY round
+        ),
         audit_outcomes AS (
             SELECT a.round, a.status, o.decision = CASE a.status WHEN 'grounded' THEN 'confirm' ELSE 'reject' END AS hit
             FROM audits a
@@ -200,12 +207,15 @@ DERIVED_VIEWS: dict[str, str] = {
                coalesce(au.n_audited_refuted, 0) AS n_audited_refuted,
                au.refuted_false, au.refuted_false_low, au.refuted_false_high,
                coalesce(au.cum_audited_refuted, 0) AS cum_audited_refuted,
-               au.cum_refuted_false, au.cum_refuted_false_low, au.cum_refuted_false_high
+               au.cum_refuted_false, au.cum_refuted_false_low, au.cum_refuted_false_high,
+               coalesce(q.n_questions_rechecked, 0) AS n_questions_rechecked,
+               coalesce(q.n_questions_answered, 0) AS n_questions_answered
         FROM per_round p
         LEFT JOIN coverage c ON c.round = p.round
         LEFT JOIN reviewed r ON r.round = p.round
         LEFT JOIN cascaded k ON k.round = p.round
         LEFT JOIN audited au ON au.round = p.round
+        LEFT JOIN questions q ON q.round = p.round
         ORDER BY p.round
     """,
     "review_queue": """

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import polars as pl
-import pyarrow.dataset as ds
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from flows.cli import app
+from flows.queries import lake_candidates, record_unanswered
+from flows.runtime import timestamp
 from flows.settings import build_settings
 from grace_core.ask import ask as ask_question
-from grace_core.ask import candidate_passages
-from grace_core.errors import GraceError
+from grace_core.errors import GraceError, LakeError
 from grace_core.models.factory import build_roles
 from storage.lake import Lake
 
@@ -31,22 +32,14 @@ def ask(
     top: int = typer.Option(5, min=1, help="Passages given to the answerer."),
 ) -> None:
     """Answer from the lake's priors and grounded claims (DESIGN §6), or abstain; shows the
-    passages used and their scores."""
+    passages used and their scores. A question it cannot answer (abstained, or best score below
+    GRACE_ASK_MIN_SCORE) is recorded in the queries table: the next round samples responses to
+    it for its document."""
     settings = build_settings(lake=lake)
     store = Lake.open(settings, must_exist=True)
-    where = ds.field("doc_id") == doc if doc else None
-    priors = store.read("sources", columns=["doc_id", "source_id", "source_kind", "text"], filter=where).filter(
-        pl.col("source_kind").is_in(["prior", "verified"])
-    )
-    if priors.height == 0:
+    candidates = lake_candidates(store, doc)
+    if candidates.filter(pl.col("kind") == "prior").height == 0:
         raise NothingToAsk(f"lake {store.uri}: no priors{' for document ' + repr(doc) if doc else ''}; ingest a batch first")
-    entails = store.read("edges", columns=["doc_id", "source_id", "source_kind", "claim_id", "label"], filter=where).filter(
-        (pl.col("label") == "entails") & pl.col("source_kind").is_in(["prior", "verified"])
-    ).select("doc_id", "source_id", "claim_id").unique()
-    keep = pl.col("doc_id") == doc if doc else pl.lit(True)
-    scores = store.query("SELECT doc_id, claim_id, status, closeness_norm FROM claim_status").filter(keep)
-    claims = store.query("SELECT doc_id, claim_id, text FROM claim_texts").filter(keep)
-    candidates = candidate_passages(priors.drop("source_kind"), entails, scores, claims)
     result = ask_question(question, candidates, build_roles(settings), alpha=settings.alpha, k=top)
     console = Console(width=max(120, Console().width))
     if result.answer.abstained:
@@ -62,3 +55,10 @@ def ask(
         table.add_row(r["doc_id"], r["kind"], f"{r['score']:.3f}", f"{r['similarity']:.3f}", f"{r['passage_cc']:.3f}",
                       r["text"][:300] + ("…" if len(r["text"]) > 300 else ""))
     console.print(table)
+    try:
+        recorded = record_unanswered(store, settings, question, doc, result, timestamp(None))
+    except LakeError as exc:  # a lake this user may read but not write: the answer stands, the question is not kept
+        print(f"grace: warning: the open question was not recorded: {exc}", file=sys.stderr)
+        return
+    if recorded:
+        console.print(f"Recorded as open question {recorded} (table queries): the next round samples responses to it for its document.")

@@ -15,7 +15,7 @@ from grace_core.scoring import SCORE_COLUMNS
 from grace_core.status import STATUSES
 from storage.schemas import TABLES, conform
 
-PER_ROUND = {"sources", "claims", "edges", "scores", "audits", "deferrals", "verdicts", "decisions", "rounds", "llm_calls"}
+PER_ROUND = {"sources", "claims", "edges", "scores", "audits", "deferrals", "verdicts", "decisions", "queries", "rounds", "llm_calls"}
 
 
 def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:

@@ -1,0 +1,126 @@
+"""User questions in the lake (:mod:`grace_core.queries`): the knowledge ``grace ask`` answers
+from, recording an unanswered question, sampling responses to open questions in a round's
+build (``question_responses``), and asking them again after the round's dispatch
+(``recheck_queries``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+import pyarrow.dataset as ds
+
+from flows.runtime import open_lake, roles_with_cache
+from flows.settings import GraceSettings
+from flows.tasks import commit_once, grace_task
+from grace_core.ask import AskResult, ask, candidate_passages
+from grace_core.build import sample_responses_with_failures
+from grace_core.edges import SOURCE_KINDS
+from grace_core.errors import ModelCallsFailed
+from grace_core.models.factory import ModelRoles
+from grace_core.models.failures import describe_failures
+from grace_core.queries import best_score, grow_with_responses, is_unanswered, not_sampled, open_queries, query_id
+from storage.lake import Lake
+
+QUERY_SCHEMA = {
+    "query_id": pl.Utf8, "round": pl.Int32, "doc_id": pl.Utf8, "question": pl.Utf8, "origin": pl.Utf8, "answerable": pl.Boolean,
+    "best_score": pl.Float64, "asked_at": pl.Datetime("us", "UTC"),
+}
+
+
+def lake_candidates(lake: Lake, doc: str | None) -> pl.DataFrame:
+    """The candidate passages of :func:`grace_core.ask.candidate_passages` from the lake: the
+    priors and verified claims, their entailed claims' closeness and the grounded claims (of
+    ``doc`` only, when given)."""
+    where = ds.field("doc_id") == doc if doc else None
+    priors = lake.read("sources", columns=["doc_id", "source_id", "source_kind", "text"], filter=where).filter(
+        pl.col("source_kind").is_in(["prior", "verified"])
+    )
+    entails = lake.read("edges", columns=["doc_id", "source_id", "source_kind", "claim_id", "label"], filter=where).filter(
+        (pl.col("label") == "entails") & pl.col("source_kind").is_in(["prior", "verified"])
+    ).select("doc_id", "source_id", "claim_id").unique()
+    keep = pl.col("doc_id") == doc if doc else pl.lit(True)
+    scores = lake.query("SELECT doc_id, claim_id, status, closeness_norm FROM claim_status").filter(keep)
+    claims = lake.query("SELECT doc_id, claim_id, text FROM claim_texts").filter(keep)
+    return candidate_passages(priors.drop("source_kind"), entails, scores, claims)
+
+
+def latest_round(lake: Lake) -> int:
+    """The last scored round of the lake (0 before any)."""
+    return int(lake.read("scores", columns=["round"])["round"].max() or 0)
+
+
+def record_unanswered(lake: Lake, settings: GraceSettings, question: str, doc: str | None, result: AskResult, now: datetime) -> str | None:
+    """Record ``question`` as an open question when the knowledge base could not answer it
+    (:func:`grace_core.queries.is_unanswered`), under ``doc`` or else the document of its best
+    passage. Returns its id, or None when answered (or when there is no document to ask)."""
+    if not is_unanswered(result, settings.ask_min_score):
+        return None
+    doc_id = doc or (result.context["doc_id"][0] if result.context.height else None)
+    if doc_id is None:
+        return None
+    qid, round_id = query_id(question, doc_id), latest_round(lake)
+    row = pl.DataFrame([{"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "ask",
+                         "answerable": False, "best_score": best_score(result), "asked_at": now}], schema=QUERY_SCHEMA)
+    lake.commit(f"ask/{qid}/round={round_id}", {"queries": row})
+    return qid
+
+
+@grace_task(retry_delay_seconds=10)
+def question_responses(settings: GraceSettings, round_id: int, now: datetime) -> int:
+    """Responses to the open questions no response was sampled for yet, one set per question
+    for its document (as for its own questions: the responder reads the document's passages
+    nearest the question), decomposed and judged into the document's graph; committed once.
+    Returns the questions sampled."""
+    lake = open_lake(settings)
+
+    def work():
+        responses = lake.read("sources", columns=["doc_id", "name", "source_kind"]).filter(pl.col("source_kind") == "response")
+        todo = not_sampled(open_queries(lake.read("queries")), responses)
+        if todo.height == 0:
+            return {}, 0, 0
+        in_docs = ds.field("doc_id").isin(todo["doc_id"].unique().to_list())
+        docs = lake.read("documents", columns=["doc_id", "title"], filter=in_docs)
+        passages = lake.read("sources", rounds=[0], columns=["doc_id", "source_id", "source_kind", "ord", "text"], filter=in_docs)
+        roles, cache = roles_with_cache(settings, lake, round_id)
+        model = settings.responder_model if settings.backend == "litellm" else "offline"
+        questions = todo.select("doc_id", pl.col("query_id").alias("question_id"), "question")
+        new, _, failures = sample_responses_with_failures(docs, passages, questions, roles, round_id=round_id,
+                                                          context_passages=settings.context_passages, model=model)
+        if failures.height:
+            raise ModelCallsFailed(f"round {round_id}: questions: {describe_failures(failures.select('role', 'outcome', 'error').iter_rows())}")
+        graph = lake.read("sources", columns=["doc_id", "source_id", "source_kind", "text"], filter=in_docs).filter(
+            pl.col("source_kind").is_in(list(SOURCE_KINDS))).unique(["doc_id", "source_id"])
+        known = lake.read("claims", columns=["doc_id", "claim_id", "text"], filter=in_docs)
+        claims, edges = grow_with_responses(new.select("doc_id", "source_id", "source_kind", "text"), graph, known, roles, round_id=round_id)
+        return {"sources": new, "claims": claims, "edges": edges, "llm_calls": cache.pending()}, todo["doc_id"].n_unique(), todo.height
+
+    return commit_once(lake, f"questions/round={round_id}", round_id=round_id, stage="questions", work=work) or 0
+
+
+def ask_again(lake: Lake, settings: GraceSettings, roles: ModelRoles, rows: pl.DataFrame, round_id: int, now: datetime) -> pl.DataFrame:
+    """:data:`QUERY_SCHEMA` rows (origin ``recheck``) of asking each question of ``rows``
+    (``query_id, doc_id, question``) again against its document's knowledge now."""
+    out = []
+    for qid, doc_id, question in rows.select("query_id", "doc_id", "question").iter_rows():
+        result = ask(question, lake_candidates(lake, doc_id), roles, alpha=settings.alpha)
+        out.append({"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "recheck",
+                    "answerable": not is_unanswered(result, settings.ask_min_score), "best_score": best_score(result), "asked_at": now})
+    return pl.DataFrame(out, schema=QUERY_SCHEMA)
+
+
+@grace_task(retry_delay_seconds=10)
+def recheck_queries(settings: GraceSettings, round_id: int, now: datetime) -> dict[str, int]:
+    """Ask every question still open (asked before this round) again against the knowledge of
+    the round; commit the answers once. Returns the questions ``rechecked`` and ``answered``."""
+    lake = open_lake(settings)
+
+    def work():
+        queries = lake.read("queries")
+        todo = open_queries(queries.filter(pl.col("round") < round_id))
+        roles, cache = roles_with_cache(settings, lake, round_id)
+        rows = ask_again(lake, settings, roles, todo, round_id, now)
+        return {"queries": rows, "llm_calls": cache.pending()}, rows["doc_id"].n_unique(), {
+            "rechecked": rows.height, "answered": int(rows["answerable"].sum())}
+
+    return commit_once(lake, f"recheck/round={round_id}", round_id=round_id, stage="recheck", work=work) or {}
