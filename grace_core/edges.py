@@ -94,9 +94,10 @@ def type_edges(edges: pl.DataFrame, flags: pl.DataFrame, params: ScoringParams) 
     First rule that holds (DESIGN §1): a prior source → ``anchor``; a response to a claim that a
     prior contradicts and none entails, or that reviewers rejected → ``contra``; a response to a
     claim some prior entails → ``agree``; otherwise ``neutral``. Traversal cost is ``1 / weight``.
+    A pair judged twice keeps both rows here; the graph has one edge per pair
+    (:func:`grace_core.graph.index_documents`).
     """
-    ent = edges.filter(pl.col("label") == "entails").unique(["doc_id", "source_id", "claim_id"], keep="any")
-    ent = ent.join(flags, on=["doc_id", "claim_id"], how="left")
+    ent = edges.filter(pl.col("label") == "entails").join(flags, on=["doc_id", "claim_id"], how="left")
     etype = (
         pl.when(pl.col("source_kind").is_in(PRIOR_KINDS))
         .then(pl.lit("anchor"))

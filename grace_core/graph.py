@@ -34,22 +34,27 @@ class IndexedTables:
             )
 
 
+def _pair_key(doc: str, node: str) -> pl.Expr:
+    """One 64-bit join key for a (document, node) pair: the two ids' categorical codes side by side."""
+    code = [pl.col(c).cast(pl.Categorical).to_physical().cast(pl.UInt64) for c in (doc, node)]
+    return code[0] * (1 << 32) + code[1]
+
+
 def index_documents(sources: pl.DataFrame, claims: pl.DataFrame, typed_edges: pl.DataFrame) -> IndexedTables:
     """Map ids to per-document vertex indices with joins, not a per-edge Python loop.
 
     ``sources``: ``doc_id, source_id, source_kind``; ``claims``: ``doc_id, claim_id`` (plus any
     extra claim columns, kept on the claim rows); ``typed_edges``: ``doc_id, source_id,
     claim_id, weight``; ids may be text or categorical. Every source and claim listed is a
-    vertex, with or without edges.
-    Documents are numbered in ``doc_id`` order and the big tables are sorted by those numbers
-    (sorting strings is the slow part of indexing); within a document, vertices follow
-    ``node_id`` and edges ``(src, dst)``, so the result does not depend on the row order.
+    vertex, with or without edges; the same (source, claim) pair listed twice is one edge.
+    Documents are numbered in ``doc_id`` order; within a document, vertices follow ``node_id``
+    and edges ``(src, dst)``, so the result does not depend on the row order. Joins, unique and
+    sorts run on single integer keys (multi-column keys of text were most of the work).
     """
-    src_nodes = sources.select("doc_id", pl.col("source_id").alias("node_id"), pl.col("source_kind").alias("kind")).unique(
-        ["doc_id", "node_id"], keep="first"
-    )
-    claim_nodes = claims.rename({"claim_id": "node_id"}).with_columns(kind=pl.lit("claim")).unique(["doc_id", "node_id"], keep="first")
-    nodes = pl.concat([src_nodes, claim_nodes], how="diagonal")
+    src_nodes = sources.select("doc_id", pl.col("source_id").alias("node_id"), pl.col("source_kind").alias("kind"))
+    claim_nodes = claims.rename({"claim_id": "node_id"}).with_columns(kind=pl.lit("claim"))
+    nodes = pl.concat([src_nodes.with_columns(_key=_pair_key("doc_id", "node_id")).unique("_key", keep="first"),
+                       claim_nodes.with_columns(_key=_pair_key("doc_id", "node_id")).unique("_key", keep="first")], how="diagonal")
     docs = nodes.select("doc_id").unique().sort(pl.col("doc_id").cast(pl.Utf8)).with_row_index("doc")
     nodes = (
         nodes.join(docs, on="doc_id")
@@ -61,13 +66,25 @@ def index_documents(sources: pl.DataFrame, claims: pl.DataFrame, typed_edges: pl
     node_counts = np.bincount(nodes["doc"].to_numpy(), minlength=len(doc_ids))
     node_offsets = np.concatenate([[0], np.cumsum(node_counts)])
     nodes = nodes.with_columns(vertex=pl.Series(np.arange(nodes.height) - np.repeat(node_offsets[:-1], node_counts), dtype=pl.Int64))
-    keys = nodes.select("doc_id", "node_id", "doc", "vertex")
-    edges = (
-        typed_edges.select("doc_id", "source_id", "claim_id", (1.0 / pl.col("weight")).alias("cost"))
-        .join(keys.rename({"node_id": "source_id", "vertex": "src"}), on=["doc_id", "source_id"])
-        .join(keys.select(pl.col("doc_id"), pl.col("node_id").alias("claim_id"), pl.col("vertex").alias("dst")), on=["doc_id", "claim_id"])
-        .select("doc", "src", "dst", "cost")
-        .sort("doc", "src", "dst")
+    keys = nodes.select("_key", "doc", "vertex")
+    joined = (
+        typed_edges.select(_src=_pair_key("doc_id", "source_id"), _dst=_pair_key("doc_id", "claim_id"), cost=1.0 / pl.col("weight"))
+        .join(keys.rename({"_key": "_src", "vertex": "src"}), on="_src")
+        .join(keys.select(pl.col("_key").alias("_dst"), pl.col("vertex").alias("dst")), on="_dst")
     )
-    edge_offsets = np.concatenate([[0], np.cumsum(np.bincount(edges["doc"].to_numpy(), minlength=len(doc_ids)))])
-    return IndexedTables(nodes.drop("doc"), edges, doc_ids, node_offsets, edge_offsets)
+    doc, src, dst = (joined[c].to_numpy().astype(np.int64) for c in ("doc", "src", "dst"))
+    width = int(node_counts.max()) + 1 if len(node_counts) else 1
+    if len(doc_ids) * width * width < 2**62:
+        pair = (doc * width + src) * width + dst
+        order = np.argsort(pair, kind="stable")
+        pair = pair[order]
+        first = np.ones(len(pair), bool)
+        first[1:] = pair[1:] != pair[:-1]
+    else:  # documents too large for one 63-bit key
+        order = np.lexsort((dst, src, doc))
+        first = np.ones(len(order), bool)
+        first[1:] = np.any(np.diff(np.stack([doc[order], src[order], dst[order]]), axis=1) != 0, axis=0)
+    keep = order[first]
+    edges = pl.DataFrame({"doc": doc[keep], "src": src[keep], "dst": dst[keep], "cost": joined["cost"].to_numpy()[keep]})
+    edge_offsets = np.concatenate([[0], np.cumsum(np.bincount(doc[keep], minlength=len(doc_ids)))])
+    return IndexedTables(nodes.drop("doc", "_key"), edges, doc_ids, node_offsets, edge_offsets)

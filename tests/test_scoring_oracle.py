@@ -119,3 +119,11 @@ def test_documents_in_any_row_order_score_the_same() -> None:
     a = score_edges(validate_edges(table), ScoringParams())
     b = score_edges(validate_edges(shuffled), ScoringParams())
     assert a.equals(b)
+
+
+def test_a_pair_judged_twice_is_one_edge() -> None:
+    """Repeated judgement rows (the same source entails the same claim twice) are one graph edge, as in networkx."""
+    table = random_table(9)
+    doubled = pl.concat([table, table.filter(pl.col("label") == "entails").head(25)])
+    assert doubled.height > table.height
+    assert assert_matches(doubled, ScoringParams()).equals(score_edges(validate_edges(table), ScoringParams()))
