@@ -167,7 +167,7 @@ def plot_costs(costs: pl.DataFrame) -> bytes:
     """Tokens per round by role (stacked bars)."""
     fig, ax = pyplot().subplots(figsize=(6.4, 3.2))
     if costs.height == 0:
-        _empty(ax, "model calls")
+        _empty(ax, "recorded model calls (offline models make none)")
     else:
         rounds = sorted(costs["round"].unique().to_list())
         bottom = [0] * len(rounds)

@@ -16,6 +16,7 @@ from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
 from flows.verdicts import assignments, claim_texts, document_texts, ingest_verdict_file, prior_units, write_packets
+from grace_core.adjudication import check_adjudicator, split_claims
 from grace_core.audit import audit_claims, interleave
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
 from grace_core.review import verify_claims
@@ -33,23 +34,33 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
 
     Claims decided for good (the decisions of this round's settle step) and claims with an
     assignment still open before its deadline stay out; an overdue claim is back in the pool.
+    With ``adjudicator`` set, a claim whose votes split evenly goes to the adjudicator alone
+    (:func:`grace_core.adjudication.split_claims`; outside the budgets, cost 0), last in rank.
     The review cost counts the expected human seconds per claim from the pool's history
     (DESIGN §4; 0 for the verifier)."""
     lake = open_lake(settings)
+    check_adjudicator(settings.adjudicator, settings.pool)
 
     def work():
         scores = lake.read("scores", rounds=[round_id], columns=["doc_id", "claim_id", "status", "priority", "confidence"])
-        decisions = lake.read("decisions", rounds=[round_id], columns=["doc_id", "claim_id", "decision"])
+        decisions = lake.read("decisions", rounds=[round_id], columns=["doc_id", "claim_id", "n_confirm", "n_reject", "decision"])
         votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
         roles, cache = roles_with_cache(settings, lake, round_id)
         busy, texts, priors = busy_claims(assignments(lake, now)), claim_texts(lake), prior_units(lake)
+        splits = split_claims(decisions, votes, busy, settings.adjudicator) if settings.adjudicator else busy.head(0)
+        busy = pl.concat([busy, splits])  # a split claim goes to the adjudicator only
         chosen = defer(scores, decisions, busy, texts, priors, roles, settings, budget=settings.budget, review_seconds=seconds)
         responses = lake.read("claims", columns=["doc_id", "claim_id", "source_kind"]).filter(pl.col("source_kind") == "response")
         audits = audit_claims(scores, decisions, busy, lake.read("audits", columns=["doc_id", "claim_id"]), responses, texts, priors, roles,
                               settings, settings, round_id=round_id, review_seconds=seconds)
         chosen = interleave(chosen, audits, f"audit:{round_id}")  # reviewers cannot tell audits from deferrals
         assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes)
+        adjudicate = splits.join(scores.select("doc_id", "claim_id", "priority", "confidence"), on=["doc_id", "claim_id"], how="left").select(
+            "doc_id", "claim_id", pl.col("priority").fill_null(0.0), pl.col("confidence").fill_null(0.5), cost=pl.lit(0.0), gain=pl.lit(0.0),
+            rank=pl.int_range(chosen.height + 1, chosen.height + 1 + pl.len()), reviewer=pl.lit(settings.adjudicator),
+        )
+        assigned = pl.concat([assigned, adjudicate], how="diagonal_relaxed")
         human_deadline = now + timedelta(hours=settings.deadline_hours)
         deferrals = assigned.select(
             "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), "reviewer",

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from deployments.config import RunnerConfig, ScheduleConfig
 from grace_core.assignment import ReviewConfig
+from grace_core.adjudication import AdjudicationConfig
 from grace_core.audit import AuditConfig
 from grace_core.queries import QueryConfig
 from grace_core.errors import InvalidSettings
@@ -40,7 +41,7 @@ class PipelineConfig(BaseModel):
     )
 
 
-class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, AuditConfig, QueryConfig, ScheduleConfig, RunnerConfig, InputLimits):
+class GraceSettings(BaseSettings, ScoringParams, LakeConfig, ModelConfig, PipelineConfig, ReviewConfig, AdjudicationConfig, AuditConfig, QueryConfig, ScheduleConfig, RunnerConfig, InputLimits):
     """All of GRACE's settings. It *is* a ScoringParams, a LakeConfig, a ModelConfig and a
     PipelineConfig (and a ReviewConfig, …), so each layer is handed the same object and sees only the fields it declares.
 
