@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import polars as pl
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.task_runners import TaskRunner
 
 from flows.build import build_graphs
@@ -18,6 +19,7 @@ from flows.review import dispatch_reviews, ingest_verdicts
 from flows.runtime import open_lake, timestamp
 from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
+from storage.review_files import OUTBOX
 
 
 def next_round(settings: GraceSettings) -> int:
@@ -45,19 +47,49 @@ def chunk_task_runner(settings: GraceSettings) -> Iterator[TaskRunner | None]:
         yield DaskTaskRunner(address=cluster.scheduler_address)
 
 
+def packets_markdown(settings: GraceSettings, round_id: int, packets: dict[str, int]) -> str:
+    """Where the round's review packets are: the outbox files and the UI form, per reviewer."""
+    if not packets:
+        return f"## Round {round_id}: no review packets\nNo human reviewer has claims waiting."
+    outbox = f"{settings.lake.rstrip('/')}/{OUTBOX}"
+    rows = "\n".join(f"| {name} | {n} | `{outbox}/{name}.csv`, `.jsonl` |" for name, n in sorted(packets.items()))
+    return (f"## Round {round_id}: review packets\n"
+            "Answer in the file and drop it in the lake's `review/inbox/`, run `grace review --reviewer NAME` in a terminal, "
+            "or run the `review-packet` deployment with the reviewer's name and answer its form.\n\n"
+            f"| reviewer | claims waiting | packet |\n|---|---|---|\n{rows}\n")
+
+
 @flow(name="expansion_round", log_prints=True)
 def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
-    """One expansion round; returns the metrics of every round so far."""
+    """One expansion round; returns the metrics of every round so far. The run carries a progress
+    artifact while it runs, one summary line per stage, the round report (after dispatch, so its
+    deferrals are counted) and where the review packets are."""
     settings = params.settings()
+    logger = get_run_logger()
     round_id = params.round_id or next_round(settings)
-    get_run_logger().info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)
-    stage = StageParams(**params.model_dump(include=set(StageParams.model_fields) - {"round_id", "now"}), round_id=round_id, now=timestamp(params.now))
+    logger.info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)
+    stage = StageParams(**params.model_dump(include=set(StageParams.model_fields) - {"round_id", "now"}), round_id=round_id,
+                        now=timestamp(params.now))
+    progress = create_progress_artifact(0.0, key=f"grace-round-{round_id}-progress", description=f"Round {round_id}: stages done")
     if round_id > 1:
-        ingest_verdicts(stage)
+        lines = ingest_verdicts(stage)
+        logger.info("verdicts: %s", "; ".join(lines) if lines else "no verdict files returned")
     if settings.inbox:
-        watch_inbox(InboxOptions(**params.model_dump(include=set(InboxOptions.model_fields))))
+        lines = watch_inbox(InboxOptions(**params.model_dump(include=set(InboxOptions.model_fields))))
+        logger.info("inbox: %s", "; ".join(lines) if lines else "no new batches")
+    update_progress_artifact(progress, 20.0)
     with chunk_task_runner(settings) as runner:
-        build_graphs.with_options(task_runner=runner)(stage)
+        built = build_graphs.with_options(task_runner=runner)(stage)
+        logger.info("build: %d documents, %d claims, %d edges", built["documents"], built["claims"], built["edges"])
+        update_progress_artifact(progress, 60.0)
         score_round.with_options(task_runner=runner)(stage)
-    dispatch_reviews(stage)
-    return publish_metrics(settings, round_id)  # after dispatch: the round's deferrals are in
+        logger.info("score: settled and scored round %d", round_id)
+        update_progress_artifact(progress, 80.0)
+    dispatched = dispatch_reviews(stage)
+    logger.info("dispatch: %d claims deferred within budget %.2f; packets: %s", dispatched["deferred"], settings.budget,
+                ", ".join(f"{k} {v}" for k, v in sorted(dispatched["packets"].items())) or "none")
+    create_markdown_artifact(key="grace-review-packets", markdown=packets_markdown(settings, round_id, dispatched["packets"]),
+                             description=f"Round {round_id}: review packets")
+    metrics = publish_metrics(settings, round_id)  # after dispatch: the round's deferrals are in
+    update_progress_artifact(progress, 100.0)
+    return metrics
