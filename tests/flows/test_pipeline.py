@@ -173,6 +173,18 @@ def test_inbox_ingests_good_batches_and_quarantines_bad_ones(tmp_path: Path) -> 
     assert watch_inbox(InboxOptions(lake=root, inbox=str(inbox))) == []  # nothing new
 
 
+def test_a_missing_batch_file_fails_at_once_with_one_clear_line(tmp_path: Path) -> None:
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    missing = tmp_path / "nope.jsonl"
+    state = ingest_batch(IngestParams(batch=str(missing), lake=str(tmp_path / "lake")), return_state=True)
+    assert state.is_failed() and state.message == f"Flow run encountered an exception: InvalidBatch: {missing}: cannot read: no such file"
+    with get_client(sync_client=True) as client:
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    assert [(t.name.rsplit("-", 1)[0], t.run_count) for t in tasks] == [("ingest_file", 1)]  # a domain error: no retry
+
+
 def test_ask_answers_from_grounded_knowledge_or_abstains(two_rounds: Lake) -> None:
     from typer.testing import CliRunner
 
