@@ -1,4 +1,4 @@
-"""Per-document scoring time: grace_core (numba-compiled kernel) vs a plain networkx implementation of the
+"""Per-document scoring time: grace_core (closeness/novelty compiled with numba, betweenness by graph-tool) vs a plain networkx implementation of the
 same computation, in the same run, on synthetic documents of ≈200 claims and 13 sources.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.bench_scoring --docs 200

@@ -1,10 +1,11 @@
-"""Weighted distances and centralities of claim graphs (DESIGN §2, §4), compiled with numba.
+"""Weighted distances and centralities of claim graphs (DESIGN §2, §4): closeness and novelty
+compiled with numba, betweenness with graph-tool.
 
 Documents arrive as one flat table: vertices ``node_offsets[d]:node_offsets[d+1]`` and edges
 ``edge_offsets[d]:edge_offsets[d+1]`` belong to document ``d``, edge endpoints are vertex
 indices within their document, and the cost of an edge is ``1 / weight``. Every document is a
-graph of its own (never one graph for many documents: exact closeness grows with N²), scored
-one after the other on one thread inside compiled loops, so a document costs no Python call.
+graph of its own (never one graph for many documents: exact closeness grows with N², and
+graph-tool's betweenness on a union of documents visits every vertex from every source).
 
 A claim graph is bipartite: every edge joins a source to a claim. Exact all-pairs distances
 therefore need Dijkstra runs from the *smaller* side (the pivots) only: for a vertex ``o`` of
@@ -12,20 +13,23 @@ the other side, every path leaves through a neighbour ``s``, so
 
     d(o, u) = min_{s ∈ N(o)} (cost(o, s) + d(s, u))    for u ≠ o,   d(o, o) = 0.
 
-With ≈13 sources and ≈200 claims that is 13 single-source problems instead of 213. Dijkstra
-uses a binary heap with lazy deletion; betweenness is Brandes' algorithm with networkx's tie
-rule (two path lengths are equal when their float sums are), so both match networkx exactly.
+With ≈13 sources and ≈200 claims that is 13 single-source problems instead of 213, run one
+document after the other inside one compiled loop (a binary heap with lazy deletion), so a
+document costs no Python call. Why numba (a compiled dependency, from PyPI with its llvmlite
+wheel): graph-tool has no "Dijkstra from these sources, derive the rest" and its all-pairs
+closeness searches from all 213 vertices; the per-vertex loops cannot be vectorised
+(benchmarks/bench_scoring.py). Compiled functions are cached on disk (``cache=True``).
 
-Why numba (a compiled dependency, from PyPI with its llvmlite wheel): the per-vertex loops of
-Dijkstra and Brandes cannot be vectorised, and on ≈200-vertex graphs the per-call overhead of a
-graph library (graph objects, views, property maps) cost more than the search itself
-(benchmarks/bench_scoring.py). Compiled functions are cached on disk (``cache=True``), so only
-the first process after a change of this file compiles them.
+Betweenness runs graph-tool's Brandes implementation on each document's ``G_boundary`` (the
+responses and Boundary claims only, a few dozen vertices), as the product card has it: a
+graph-tool task computes the centralities of each round.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from graph_tool import Graph
+from graph_tool.centrality import betweenness
 from numba import njit
 
 _INF = np.inf
@@ -191,73 +195,6 @@ def _closeness_novelty(node_offsets, edge_offsets, src, dst, cost, is_source, is
     return cc, nov
 
 
-@njit(cache=True)
-def _document_betweenness(n, src, dst, cost, keep, out):
-    m = 0
-    for v in range(n):
-        m += keep[v]
-    if m <= 2:
-        return
-    indptr, nbr, w = _adjacency(n, src, dst, cost)
-    dist = np.empty(n)
-    sigma = np.empty(n)
-    delta = np.empty(n)
-    done = np.empty(n, np.bool_)
-    order = np.empty(n, np.int64)
-    hk = np.empty(2 * len(src) + n + 1)
-    hv = np.empty(2 * len(src) + n + 1, np.int64)
-    for s in range(n):
-        if not keep[s]:
-            continue
-        dist[:] = _INF
-        sigma[:] = 0.0
-        delta[:] = 0.0
-        done[:] = False
-        dist[s] = 0.0
-        sigma[s] = 1.0
-        size = _push(hk, hv, 0, 0.0, s)
-        count = 0
-        while size:
-            d, v, size = _pop(hk, hv, size)
-            if done[v]:
-                continue
-            done[v] = True
-            order[count] = v
-            count += 1
-            for j in range(indptr[v], indptr[v + 1]):
-                u = nbr[j]
-                if not keep[u]:
-                    continue
-                nd = d + w[j]
-                if nd < dist[u]:
-                    dist[u] = nd
-                    sigma[u] = sigma[v]
-                    size = _push(hk, hv, size, nd, u)
-                elif nd == dist[u] and not done[u]:
-                    sigma[u] += sigma[v]
-        for i in range(count - 1, -1, -1):
-            x = order[i]
-            for j in range(indptr[x], indptr[x + 1]):
-                v = nbr[j]
-                if keep[v] and dist[v] + w[j] == dist[x]:
-                    delta[v] += sigma[v] / sigma[x] * (1.0 + delta[x])
-            if x != s:
-                out[x] += delta[x]
-    scale = 1.0 / ((m - 1.0) * (m - 2.0))
-    for v in range(n):
-        out[v] *= scale
-
-
-@njit(cache=True)
-def _betweenness(node_offsets, edge_offsets, src, dst, cost, keep):
-    out = np.zeros(node_offsets[-1])
-    for d in range(len(node_offsets) - 1):
-        a, b = node_offsets[d], node_offsets[d + 1]
-        ea, eb = edge_offsets[d], edge_offsets[d + 1]
-        _document_betweenness(b - a, src[ea:eb], dst[ea:eb], cost[ea:eb], keep[a:b], out[a:b])
-    return out
-
-
 def _flat(node_offsets, edge_offsets, src, dst, cost):
     return (np.ascontiguousarray(node_offsets, np.int64), np.ascontiguousarray(edge_offsets, np.int64),
             np.ascontiguousarray(src, np.int64), np.ascontiguousarray(dst, np.int64), np.ascontiguousarray(cost, np.float64))
@@ -315,8 +252,8 @@ def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np
         B(v) = \frac{2}{(n - 1)(n - 2)} \sum_{s \ne v \ne t} \frac{\sigma_{st}(v)}{\sigma_{st}}
 
     over unordered pairs ``{s, t}`` of the document's ``n`` kept vertices, with ``σ_st`` the
-    number of cheapest paths (cost ``1/w``) and ``σ_st(v)`` those through ``v``. Two paths tie
-    when their float cost sums are equal, as in networkx.
+    number of cheapest paths (cost ``1/w``) and ``σ_st(v)`` those through ``v``; computed by
+    graph-tool's ``betweenness`` (Brandes) on each document's kept subgraph.
 
     Normalisation: as networkx's ``betweenness_centrality(normalized=True)`` for undirected
     graphs (no normalisation when ``n ≤ 2``, where every value is 0).
@@ -329,4 +266,22 @@ def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np
     U. Brandes, "A faster algorithm for betweenness centrality", *Journal of Mathematical
     Sociology* 25(2), 2001.
     """
-    return _betweenness(*_flat(node_offsets, edge_offsets, src, dst, cost), np.ascontiguousarray(keep, np.bool_))
+    node_offsets, edge_offsets, src, dst, cost = _flat(node_offsets, edge_offsets, src, dst, cost)
+    keep = np.asarray(keep, dtype=bool)
+    out = np.zeros(int(node_offsets[-1]))
+    for d in range(len(node_offsets) - 1):
+        a, b = node_offsets[d], node_offsets[d + 1]
+        kept = keep[a:b]
+        n = int(kept.sum())
+        if n <= 2:
+            continue
+        s, t, c = src[edge_offsets[d]:edge_offsets[d + 1]], dst[edge_offsets[d]:edge_offsets[d + 1]], cost[edge_offsets[d]:edge_offsets[d + 1]]
+        inside = kept[s] & kept[t]
+        label = np.cumsum(kept) - 1  # kept vertices renumbered 0..n-1
+        g = Graph(directed=False)
+        g.add_vertex(n)
+        weight = g.new_edge_property("double")
+        g.add_edge_list(np.column_stack([label[s[inside]], label[t[inside]], c[inside]]), eprops=[weight])
+        vb, _ = betweenness(g, weight=weight, norm=False)
+        out[a:b][kept] = vb.a * (2.0 / ((n - 1.0) * (n - 2.0)))
+    return out
