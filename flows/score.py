@@ -17,6 +17,7 @@ from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
 from grace_core.documents import content_id
 from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS
+from grace_core.reliability import estimate_reliability, vote_weights
 from grace_core.round import RoundState, settle
 from storage.lake import Lake
 
@@ -57,8 +58,11 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
         return built
 
     def work():
+        weights = None
+        if settings.weigh_by_reliability:  # estimated from every vote of the lake, the same for every chunk of the round
+            weights = vote_weights(estimate_reliability(lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"])))
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
-                   origin=f"lake {lake.uri} edges")
+                   origin=f"lake {lake.uri} edges", weights=weights)
         at_round = pl.lit(round_id, pl.Int32)
         tables = {
             "decisions": s.decisions.with_columns(round=at_round),
@@ -103,7 +107,8 @@ def publish_metrics(settings: GraceSettings, round_id: int) -> list[dict]:
     the rows (:data:`METRIC_COLUMNS`)."""
     metrics = round_metrics(settings)
     table = metrics.select([c for c in METRIC_COLUMNS if c in metrics.columns])
-    create_table_artifact(key="grace-round-metrics", table=table.to_dicts(), description="GRACE metrics per round")
+    shown = table.with_columns(pl.col(pl.Float64).round(3))  # figures a person reads, not 0.4358974358974359
+    create_table_artifact(key="grace-round-metrics", table=shown.to_dicts(), description="GRACE metrics per round")
     create_markdown_artifact(key="grace-round-report", markdown=metrics_markdown(metrics, round_id), description=f"Round {round_id}")
     return table.to_dicts()
 

@@ -37,6 +37,9 @@ class ReviewConfig(BaseModel):
     deadline_hours: float = Field(
         72.0, gt=0, description="Hours a human reviewer has to answer; an unanswered claim then returns to the pool."
     )
+    weigh_by_reliability: bool = Field(
+        False, description="Decide each claim by a majority weighted by its reviewers' estimated reliability (Dawid–Skene over every "
+        "vote of the lake, grace_core/reliability.py) instead of one vote each.")
 
     @model_validator(mode="after")
     def _names_valid(self) -> ReviewConfig:

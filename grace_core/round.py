@@ -21,7 +21,7 @@ Nothing else decides, promotes, cascades or defers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -126,17 +126,18 @@ def score_state(state: RoundState, params: ScoringParams, rejected: pl.DataFrame
 
 def settle(
     state: RoundState, params: ScoringParams, roles: Callable[[], ModelRoles], *, quorum: int, round_id: int,
-    origin: str = "edge table",
+    origin: str = "edge table", weights: Mapping[str, float] | None = None,
 ) -> Settlement:
     """Decisions, promotion, cascade and scores of one round for ``state`` (DESIGN §5).
 
-    The votes are decided with ``quorum``; a confirmed claim not yet verified becomes a
+    The votes are decided with ``quorum`` (a majority weighted by ``weights``, reviewer →
+    weight, when given: :func:`grace_core.decisions.decide`); a confirmed claim not yet verified becomes a
     verified prior with an anchor edge to itself; the judge (``roles()``, called only when
     something was promoted) reads each new verified prior against the document's Boundary
     claims as scored before the promotion, leaving out the claims confirmed in the same
     promotion; then the grown state is scored. Rejected claims are Refuted for good.
     """
-    decisions = decide(state.votes.select([c for c in (*VOTE_COLUMNS, "round", "created_at") if c in state.votes.columns]), quorum)
+    decisions = decide(state.votes.select([c for c in (*VOTE_COLUMNS, "round", "created_at") if c in state.votes.columns]), quorum, weights)
     rejected = settled(decisions, "reject")
     verified = state.sources.filter(pl.col("source_kind") == "verified").select("doc_id", "claim_id")
     texts = state.claim_texts()

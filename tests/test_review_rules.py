@@ -171,3 +171,25 @@ def test_cascade_reach_counts_the_boundary_claims_whose_wording_a_claim_contains
     assert ranked.with_columns(sel=selection_priority(0.0))["sel"].to_list() == pytest.approx([0.2, 0.6, 0.4, 0.1])
     none = cascade_reach(boundary.filter(pl.col("claim_id") == "other"), boundary).with_columns(priority=pl.lit(0.3))
     assert none.with_columns(sel=selection_priority(0.5))["sel"].to_list() == pytest.approx([0.3]), "no reach in the document: Pri alone"
+
+
+def test_settle_decides_by_reliability_weights_when_given() -> None:
+    from grace_core.round import RoundState, settle
+
+    sources = pl.DataFrame({"doc_id": ["d", "d"], "source_id": ["p", "r"], "source_kind": ["prior", "response"],
+                            "text": ["A prior.", "The tagger is fast."], "claim_id": [None, None]}, schema_overrides={"claim_id": pl.Utf8})
+    claims = pl.DataFrame({"doc_id": ["d"], "claim_id": ["c"], "source_id": ["r"], "source_kind": ["response"], "text": ["The tagger is fast."]})
+    edges = pl.DataFrame({"doc_id": ["d"], "source_id": ["r"], "source_kind": ["response"], "claim_id": ["c"], "label": ["entails"]})
+    votes = pl.DataFrame({"doc_id": ["d"] * 3, "claim_id": ["c"] * 3, "reviewer": ["careful", "noisy1", "noisy2"],
+                          "verdict": ["confirm", "reject", "reject"], "round": [1, 1, 1]}, schema_overrides={"round": pl.Int32})
+    state = RoundState(sources, claims, edges, votes)
+
+    def no_judge():
+        raise AssertionError("nothing is promoted, so no judge is needed")
+
+    plain = settle(state, P, no_judge, quorum=1, round_id=2)
+    assert plain.decisions["decision"].to_list() == ["reject"] and plain.scores["status"].to_list() == ["refuted"]
+    # log-odds weights: a reviewer right 95% of the time outweighs two at chance level or below
+    weighted = settle(state, P, lambda: None, quorum=1, round_id=2, weights={"careful": 2.94, "noisy1": 0.1, "noisy2": -0.2})
+    assert weighted.decisions["decision"].to_list() == ["confirm"]
+    assert weighted.promotion.sources["claim_id"].to_list() == ["c"]
