@@ -26,7 +26,7 @@ class ScoringParams(BaseModel):
     delta_refute: float = Field(0.5, ge=0, description="Refute a claim with no anchor/agree edge below this share of the document's median closeness.")
     lambda_c: float = Field(0.5, ge=0, description="Priority weight of boundary betweenness.")
     lambda_n: float = Field(0.5, ge=0, description="Priority weight of novelty.")
-    lambda_r: float = Field(0.5, ge=0, description="Selection weight of cascade reach: the Boundary claims a confirmation would ground (grace_core/reach.py).")
+    lambda_r: float = Field(1.0, ge=0, description="Selection weight of cascade reach: the Boundary claims a confirmation would ground (grace_core/reach.py).")
     k: float = Field(10.0, gt=0, description="Steepness of the confidence sigmoid.")
     delta: float = Field(0.5, ge=0, le=1, description="Midpoint of the confidence sigmoid (on the normalised closeness, in [0, 1]).")
     epsilon: float = Field(0.01, gt=0, description="Floor of the embedding part of a review's cost.")
