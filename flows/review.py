@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
 
 from flows.params import StageParams
 from flows.queries import recheck_queries
@@ -119,41 +120,55 @@ def dispatch_reviews(params: StageParams) -> dict:
     questions = recheck_queries(settings, params.round_id, now)
     get_run_logger().info(
         "round %d: deferred %d claims within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n,
-        settings.budget, ", ".join(settings.pool), settings.overlap, verdicts or "nothing new", packets or "none",
+        settings.budget, ", ".join(settings.pool), settings.overlap, counts(verdicts) or "nothing new", counts(packets) or "none",
     )
     return {"deferred": n, "verdicts": verdicts, "packets": packets, "questions": questions}
 
 
+def counts(named: dict) -> str:
+    """``{"alice": 2, "bob": 1}`` as ``alice 2, bob 1`` (a log line a person reads)."""
+    return ", ".join(f"{k} {v}" for k, v in named.items())
+
+
 @grace_task()
-def ingest_review_inbox(settings: GraceSettings, now: datetime) -> list[str]:
+def ingest_review_inbox(settings: GraceSettings, now: datetime) -> tuple[list[str], list[str]]:
     """Read every file of the lake's review inbox once: verdict files are recorded (bad rows
     quarantined with file, line and reason) and moved to ``review/processed/``; any other file
-    is moved to the quarantine with an error report. Returns one line per file and bad row."""
+    is moved to the quarantine with an error report. Returns one line per file, and one line
+    per quarantined file or bad row."""
     lake = open_lake(settings)
     area = ReviewArea(lake.store)
-    lines = []
+    lines, problems = [], []
     for name in area.inbox_names():
         data = None
         try:
             data = area.read_inbox(name, settings)
             report = ingest_verdict_file(lake, name, data, now, settings)
         except InvalidVerdictFile as exc:
-            lines.append(f"{name}: quarantined: {exc}")
+            problems.append(f"{name}: quarantined: {exc}")
             area.quarantine_file(name, data, str(exc))
             continue
         area.mark_processed(name, data)
-        lines += [report.summary(), *map(str, report.bad)]
-    return lines
+        lines.append(report.summary())
+        problems += map(str, report.bad)
+    return lines, problems
 
 
 @flow(name="ingest_verdicts", log_prints=True)
 def ingest_verdicts(params: StageParams) -> list[str]:
-    """The review inbox's verdict files into the lake (bad rows and files quarantined); the
-    round's settle step (``score_round``) decides them with every other vote."""
+    """The review inbox's verdict files into the lake (bad rows and files quarantined, each a
+    WARNING and a line of the ``grace-verdict-problems`` artifact); the round's settle step
+    (``score_round``) decides them with every other vote."""
     settings = params.settings()
     now = timestamp(params.now)
     logger = get_run_logger()
-    lines = ingest_review_inbox(settings, now)
+    lines, problems = ingest_review_inbox(settings, now)
     for line in lines:
         logger.info(line)
-    return lines
+    for line in problems:
+        logger.warning(line)
+    if problems:
+        listed = "\n".join(f"- {line}" for line in problems)
+        create_markdown_artifact(key="grace-verdict-problems", description="Verdict files and rows quarantined",
+                                 markdown=f"# Quarantined verdicts\n\n{len(problems)} problem(s); fix and drop the file in the inbox again.\n\n{listed}\n")
+    return lines + problems

@@ -109,7 +109,14 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
         for c, v in [("c:1", "confirm"), ("c:2", "confirm"), ("c:3", "reject"), ("c:4", "abstain")]
     ))
     (inbox / "notes.txt").write_text("call me\n")
-    ingest_verdicts(stage(local_lake, 2))
+    lines = ingest_verdicts(stage(local_lake, 2))
+    assert any(line.startswith("notes.txt: quarantined: ") for line in lines)
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:  # the quarantined file is listed where the run shows it, not only logged
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["grace-verdict-problems"])), limit=1)
+    assert "notes.txt: quarantined: " in artifact.data
     assert sorted(p.name for p in inbox.iterdir()) == []
     (processed,) = (Path(local_lake.uri) / "review" / "processed").iterdir()
     assert processed.name.startswith("bob.") and processed.name.endswith(".jsonl") and len(processed.name) == len("bob.jsonl") + 13
