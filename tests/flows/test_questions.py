@@ -10,11 +10,9 @@ import polars as pl
 import pytest
 
 from flows.expansion import expansion_round
-from flows.ingest import ingest_batch
-from flows.params import IngestParams, RoundParams
+from flows.params import RoundParams
 from grace_core.queries import query_id
-from storage.lake import Lake
-from tests.conftest import REPO
+from tests.one_paper import one_paper_after_round_1
 from tests.grace_cli import run_grace
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]
@@ -25,12 +23,7 @@ QUESTION = "Which hardware was used to train the decoders, and how long did trai
 
 def test_an_unanswered_question_becomes_a_responder_question_next_round(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("GRACE_ASK_MIN_SCORE", "0.99")  # nothing this small lake holds scores that high: the question stays open
-    batch = tmp_path / "one-paper.jsonl"
-    batch.write_text((REPO / "flows/samples/qasper_demo.jsonl").read_text().splitlines()[0] + "\n")
-    root = str(tmp_path / "lake")
-    ingest_batch(IngestParams(batch=str(batch), lake=root, **COMMON))
-    expansion_round(RoundParams(round_id=1, lake=root, **COMMON))
-    lake = Lake.open(RoundParams(lake=root).settings())
+    root, lake = one_paper_after_round_1(tmp_path, **COMMON)
     doc = lake.read("documents")["doc_id"][0]
 
     code, out, err = run_grace(monkeypatch, capsys, "ask", QUESTION, "--lake", root, "--doc", doc)

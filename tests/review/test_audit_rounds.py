@@ -13,11 +13,9 @@ import polars as pl
 import pytest
 
 from flows.expansion import expansion_round
-from flows.ingest import ingest_batch
-from flows.params import IngestParams, RoundParams
+from flows.params import RoundParams
 from grace_core.intervals import wilson_interval
-from storage.lake import Lake
-from tests.conftest import REPO
+from tests.one_paper import one_paper_after_round_1
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
 
@@ -28,12 +26,7 @@ def test_audit_claims_go_to_review_blind_and_are_decided_like_any_verdict(tmp_pa
     reviewers("alice", overlap=1, use_verifier=True)
     for name, value in {"GRACE_AUDIT_GROUNDED": "4", "GRACE_AUDIT_REFUTED": "2", "GRACE_AUDIT_BUDGET": "100"}.items():
         monkeypatch.setenv(name, value)
-    batch = tmp_path / "one-paper.jsonl"
-    batch.write_text((REPO / "flows/samples/qasper_demo.jsonl").read_text().splitlines()[0] + "\n")
-    root = str(tmp_path / "lake")
-    ingest_batch(IngestParams(batch=str(batch), lake=root, **COMMON))
-    expansion_round(RoundParams(round_id=1, lake=root, **COMMON))
-    lake = Lake.open(RoundParams(lake=root).settings())
+    root, lake = one_paper_after_round_1(tmp_path, **COMMON)
 
     audits = lake.read("audits", rounds=[1])
     status = dict(lake.read("scores", rounds=[1]).select("claim_id", "status").iter_rows())

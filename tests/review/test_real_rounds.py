@@ -14,10 +14,8 @@ import polars as pl
 import pytest
 
 from flows.expansion import expansion_round
-from flows.ingest import ingest_batch
-from flows.params import IngestParams, RoundParams
-from storage.lake import Lake
-from tests.conftest import REPO
+from flows.params import RoundParams
+from tests.one_paper import one_paper_after_round_1
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
 
@@ -30,12 +28,7 @@ def test_two_rounds_with_human_reviewers(tmp_path: Path, reviewers, monkeypatch:
     # priorities are doubled, so several are deferred (the §4 cost itself: test_management)
     for name, value in {"GRACE_MU": "0", "GRACE_LAMBDA_C": "1", "GRACE_LAMBDA_N": "1"}.items():
         monkeypatch.setenv(name, value)
-    batch = tmp_path / "one-paper.jsonl"
-    batch.write_text((REPO / "flows/samples/qasper_demo.jsonl").read_text().splitlines()[0] + "\n")
-    root = str(tmp_path / "lake")
-    ingest_batch(IngestParams(batch=str(batch), lake=root, **COMMON))
-    expansion_round(RoundParams(round_id=1, lake=root, **COMMON))
-    lake = Lake.open(RoundParams(lake=root).settings())
+    root, lake = one_paper_after_round_1(tmp_path, **COMMON)
     deferrals = lake.read("deferrals", rounds=[1])
     claims = deferrals.sort("rank")["claim_id"].unique(maintain_order=True).to_list()
     assert len(claims) >= 2 and deferrals.height == 2 * len(claims)  # overlap 2
