@@ -254,8 +254,9 @@ def test_inbox_quarantines_oversized_and_hostile_batches_without_reading_them_wh
     (inbox / "d-good.jsonl").write_bytes(line(GOOD))
     before = counts(lake)
     settings = build_settings(lake=str(lake), max_batch_bytes=512 * 1024)
-    lines = ingest_inbox.fn(settings, str(inbox))
+    lines, quarantined = ingest_inbox.fn(settings, str(inbox))
     assert [ln.split(":")[0] for ln in lines] == ["a-huge.jsonl", "b-escape.jsonl", "c-deep.jsonl", "d-good.jsonl"]
+    assert quarantined == lines[:3], "the three bad batches are the run's WARNINGs and its quarantine artifact"
     assert "GRACE_MAX_BATCH_BYTES" in lines[0] and "field 'id'" in lines[1] and "GRACE_MAX_JSON_DEPTH" in lines[2]
     assert sorted(p.name for p in (inbox / "quarantine").iterdir()) == sorted(
         f"{n}{s}" for n in ("a-huge.jsonl", "b-escape.jsonl", "c-deep.jsonl") for s in ("", ".error.txt"))
@@ -464,7 +465,8 @@ def test_s3_batches_over_the_limit_are_refused_and_quarantined_without_being_rea
     lake = f"s3://{bucket}/lake"
     res = grace(monkeypatch, capsys, "ingest", f"s3://{bucket}/in/a-huge.jsonl", "--lake", lake, GRACE_MAX_BATCH_BYTES=str(512 * 1024))
     refused(res, f"s3://{bucket}/in/a-huge.jsonl: more than 524,288 bytes", "GRACE_MAX_BATCH_BYTES")
-    lines = ingest_inbox.fn(build_settings(lake=lake, max_batch_bytes=512 * 1024), f"s3://{bucket}/in")
+    lines, quarantined = ingest_inbox.fn(build_settings(lake=lake, max_batch_bytes=512 * 1024), f"s3://{bucket}/in")
+    assert quarantined == lines[:2]
     assert "GRACE_MAX_BATCH_BYTES" in lines[0] and "field 'id'" in lines[1] and "ingested 1 new documents" in lines[2]
     keys = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="in/")["Contents"]}
     assert sorted(keys) == ["in/processed/c-good.jsonl", "in/quarantine/a-huge.jsonl", "in/quarantine/a-huge.jsonl.error.txt",
