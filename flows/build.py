@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 from prefect import flow, get_run_logger
 from prefect.futures import wait
 
-from flows.params import StageParams
+from flows.params import BuildParams
 from flows.queries import question_responses
 from flows.runtime import open_lake, roles_with_cache, stage_row, timestamp
 from flows.settings import GraceSettings
@@ -76,7 +76,7 @@ def build_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
 
 
 @flow(name="build_graphs", log_prints=True)
-def build_graphs(params: StageParams) -> dict:
+def build_graphs(params: BuildParams) -> dict:
     """Claims and edges of the round for every document that has none yet, and for the
     responses to the open user questions (``grace ask`` could not answer them)."""
     settings = params.settings()

@@ -47,10 +47,15 @@ class RunOptions(BaseModel):
         return build_settings(**{k: v for k, v in self.model_dump().items() if k in GraceSettings.model_fields})
 
 
-class ModelOptions(RunOptions):
-    """Overrides of the model backend."""
+class BackendOption(RunOptions):
+    """Override of the model backend (the stages that call a judge or verifier)."""
 
     backend: Literal["offline", "litellm"] | None = override("Model backend; GRACE_BACKEND when empty.")
+
+
+class ModelOptions(BackendOption):
+    """Overrides of the model backend and of what sampling uses."""
+
     seed: int | None = override("Seed of sampled choices; GRACE_SEED when empty.")
     hallucination_rate: float | None = override(
         "Offline responder's corruption rate (0 to 1); GRACE_HALLUCINATION_RATE when empty.", ge=0, le=1)
@@ -74,17 +79,37 @@ class IngestParams(PriorOptions, _Batch):  # the last base's fields come first i
     """One batch file to ingest."""
 
 
-class _Budget(BaseModel):
-    budget: float | None = override("Review budget per round; GRACE_BUDGET when empty.", ge=0)
+class _Now(BaseModel):
     now: datetime | None = override("Timestamp recorded on new rows; the current time when empty.")
+
+
+class _Budget(_Now):
+    budget: float | None = override("Review budget per round; GRACE_BUDGET when empty.", ge=0)
 
 
 class _StageRound(BaseModel):
     round_id: int = Field(..., ge=1, description="Round this stage belongs to.")
 
 
-class StageParams(_Budget, ModelOptions, _StageRound):
-    """One stage of a round (build, score, dispatch, verdict ingestion)."""
+class VerdictParams(_Now, RunOptions):
+    """Verdict ingestion: the review inbox of a lake."""
+
+
+class ScoreParams(_Now, BackendOption, _StageRound):
+    """A round's settle and scoring step (the judge reads promoted claims for the cascade)."""
+
+
+class BuildParams(_Now, ModelOptions, _StageRound):
+    """A round's build: sample, decompose, judge."""
+
+
+class DispatchParams(_Budget, BackendOption, _StageRound):
+    """A round's dispatch: budgeted deferrals, the verifier and the reviewers' packets."""
+
+
+class StageParams(DispatchParams, BuildParams, ScoreParams, VerdictParams):
+    """Every stage's overrides at once: what an expansion round hands each stage (each stage's
+    own model is a base of this one, so a stage takes it as its own)."""
 
 
 class _Round(BaseModel):

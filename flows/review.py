@@ -11,7 +11,7 @@ import polars as pl
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from flows.params import StageParams
+from flows.params import DispatchParams, VerdictParams
 from flows.queries import recheck_queries
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
@@ -108,7 +108,7 @@ def send_packets(settings: GraceSettings, round_id: int, now: datetime) -> dict[
 
 
 @flow(name="dispatch_reviews", log_prints=True)
-def dispatch_reviews(params: StageParams) -> dict:
+def dispatch_reviews(params: DispatchParams) -> dict:
     """Budgeted selection of boundary claims → deferrals assigned to the reviewer pool; the
     verifier answers its share, human reviewers get packets in the review outbox; the open user
     questions are asked again against the round's knowledge."""
@@ -155,7 +155,7 @@ def ingest_review_inbox(settings: GraceSettings, now: datetime) -> tuple[list[st
 
 
 @flow(name="ingest_verdicts", log_prints=True)
-def ingest_verdicts(params: StageParams) -> list[str]:
+def ingest_verdicts(params: VerdictParams) -> list[str]:
     """The review inbox's verdict files into the lake (bad rows and files quarantined, each a
     WARNING and a line of the ``grace-verdict-problems`` artifact); the round's settle step
     (``score_round``) decides them with every other vote."""

@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from flows.params import StageParams
+from flows.params import ScoreParams
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
@@ -114,7 +114,7 @@ def publish_metrics(settings: GraceSettings, round_id: int) -> list[dict]:
 
 
 @flow(name="score_round", log_prints=True)
-def score_round(params: StageParams) -> list[dict]:
+def score_round(params: ScoreParams) -> list[dict]:
     """The round's settle and scoring step for every document with claims; publish the
     round's metrics as artifacts."""
     settings = params.settings()

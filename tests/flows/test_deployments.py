@@ -80,8 +80,17 @@ def test_deployments_have_their_names_schedules_and_parameter_forms() -> None:
     ingest = deps["ingest_batch/ingest-batch"]._parameter_openapi_schema
     assert ingest.required == ["params"] and ingest.definitions["IngestParams"]["required"] == ["batch"]
     assert list(ingest.definitions["IngestParams"]["properties"]) == ["batch", "lake", "prior_sections"]
-    stage = deps["score_round/score-round"]._parameter_openapi_schema.definitions["StageParams"]
-    assert stage["required"] == ["round_id"] and list(stage["properties"])[0] == "round_id" and stage["properties"]["round_id"]["minimum"] == 1
+    stage_forms = {  # each stage's form: its own fields only, the round first
+        "build_graphs/build-graphs": ("BuildParams", ["round_id", "lake", "backend", "seed", "hallucination_rate", "now"]),
+        "score_round/score-round": ("ScoreParams", ["round_id", "lake", "backend", "now"]),
+        "dispatch_reviews/dispatch-reviews": ("DispatchParams", ["round_id", "lake", "backend", "now", "budget"]),
+        "ingest_verdicts/ingest-verdicts": ("VerdictParams", ["lake", "now"]),
+    }
+    for name, (model, fields) in stage_forms.items():
+        form = deps[name]._parameter_openapi_schema.definitions[model]
+        assert list(form["properties"]) == fields, name
+        assert form.get("required", []) == (["round_id"] if "round_id" in fields else []), name
+    assert deps["score_round/score-round"]._parameter_openapi_schema.definitions["ScoreParams"]["properties"]["round_id"]["minimum"] == 1
     packet = deps["review_packet/review-packet"]._parameter_openapi_schema.definitions["PacketParams"]
     assert list(packet["properties"])[:3] == ["reviewer", "packet_size", "poll_seconds"] and packet["required"] == ["reviewer"]
     rounds = deps["expansion_round/expansion-round"]._parameter_openapi_schema
