@@ -61,6 +61,19 @@ _LATEST_VOTES = """
     QUALIFY row_number() OVER (PARTITION BY round, doc_id, claim_id, reviewer ORDER BY created_at DESC) = 1
 """
 
+def _audited_columns() -> str:
+    """The ``audited`` columns of ``round_metrics``: per audited status (grounded → its
+    precision, refuted → the share really false) and scope (the round, cumulative) the number
+    audited, the estimate and its Wilson interval."""
+    columns = []
+    for status, metric in (("grounded", "grounded_precision"), ("refuted", "refuted_false")):
+        for scope, prefix, count in (("round", "", f"n_audited_{status}"), ("cumulative", "cum_", f"cum_audited_{status}")):
+            where = f"FILTER (WHERE status = '{status}' AND scope = '{scope}')"
+            columns += [f"coalesce(max(n) {where}, 0) AS {count}", f"max(p) {where} AS {prefix}{metric}",
+                        f"max(low) {where} AS {prefix}{metric}_low", f"max(high) {where} AS {prefix}{metric}_high"]
+    return ",\n".join(" " * 19 + c for c in columns)
+
+
 DERIVED_VIEWS: dict[str, str] = {
     "latest_decisions": """
         SELECT d.* FROM decisions d
@@ -155,22 +168,7 @@ DERIVED_VIEWS: dict[str, str] = {
         ),
         audited AS (
             SELECT round,
-                   coalesce(max(n) FILTER (WHERE status = 'grounded' AND scope = 'round'), 0) AS n_audited_grounded,
-                   max(p) FILTER (WHERE status = 'grounded' AND scope = 'round') AS grounded_precision,
-                   max(low) FILTER (WHERE status = 'grounded' AND scope = 'round') AS grounded_precision_low,
-                   max(high) FILTER (WHERE status = 'grounded' AND scope = 'round') AS grounded_precision_high,
-                   coalesce(max(n) FILTER (WHERE status = 'grounded' AND scope = 'cumulative'), 0) AS cum_audited_grounded,
-                   max(p) FILTER (WHERE status = 'grounded' AND scope = 'cumulative') AS cum_grounded_precision,
-                   max(low) FILTER (WHERE status = 'grounded' AND scope = 'cumulative') AS cum_grounded_precision_low,
-                   max(high) FILTER (WHERE status = 'grounded' AND scope = 'cumulative') AS cum_grounded_precision_high,
-                   coalesce(max(n) FILTER (WHERE status = 'refuted' AND scope = 'round'), 0) AS n_audited_refuted,
-                   max(p) FILTER (WHERE status = 'refuted' AND scope = 'round') AS refuted_false,
-                   max(low) FILTER (WHERE status = 'refuted' AND scope = 'round') AS refuted_false_low,
-                   max(high) FILTER (WHERE status = 'refuted' AND scope = 'round') AS refuted_false_high,
-                   coalesce(max(n) FILTER (WHERE status = 'refuted' AND scope = 'cumulative'), 0) AS cum_audited_refuted,
-                   max(p) FILTER (WHERE status = 'refuted' AND scope = 'cumulative') AS cum_refuted_false,
-                   max(low) FILTER (WHERE status = 'refuted' AND scope = 'cumulative') AS cum_refuted_false_low,
-                   max(high) FILTER (WHERE status = 'refuted' AND scope = 'cumulative') AS cum_refuted_false_high
+{AUDITED_COLUMNS}
             FROM wilson GROUP BY round
         ),
         previous AS (SELECT round, lag(round) OVER (ORDER BY round) AS prev_round FROM scored_rounds),
@@ -217,7 +215,7 @@ DERIVED_VIEWS: dict[str, str] = {
         LEFT JOIN audited au ON au.round = p.round
         LEFT JOIN questions q ON q.round = p.round
         ORDER BY p.round
-    """,
+    """.replace("{AUDITED_COLUMNS}", _audited_columns()),
     "review_queue": """
         WITH latest AS (
             SELECT * FROM deferrals
