@@ -17,7 +17,7 @@ from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
 from flows.verdicts import assignments, claim_texts, document_texts, ingest_verdict_file, prior_units, write_packets
-from grace_core.adjudication import check_adjudicator, split_claims
+from grace_core.adjudication import adjudication_assignments, check_adjudicator, split_claims
 from grace_core.audit import audit_claims, interleave
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
 from grace_core.review import verify_claims
@@ -57,10 +57,7 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
                               settings, settings, round_id=round_id, review_seconds=seconds)
         chosen = interleave(chosen, audits, f"audit:{round_id}")  # reviewers cannot tell audits from deferrals
         assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes)
-        adjudicate = splits.join(scores.select("doc_id", "claim_id", "priority", "confidence"), on=["doc_id", "claim_id"], how="left").select(
-            "doc_id", "claim_id", pl.col("priority").fill_null(0.0), pl.col("confidence").fill_null(0.5), cost=pl.lit(0.0), gain=pl.lit(0.0),
-            rank=pl.int_range(chosen.height + 1, chosen.height + 1 + pl.len()), reviewer=pl.lit(settings.adjudicator),
-        )
+        adjudicate = adjudication_assignments(splits, scores, settings.adjudicator, chosen.height)
         assigned = pl.concat([assigned, adjudicate], how="diagonal_relaxed")
         human_deadline = now + timedelta(hours=settings.deadline_hours)
         deferrals = assigned.select(
