@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,11 +50,19 @@ class Api:
         self.base = base
 
     def call(self, path: str, body: dict | None = None):
+        """One REST call. A 503 or 429 is retried with back-off, as Prefect's own client does:
+        the server answers 503 while its SQLite database is locked by a busy writer."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.base}/api{path}", data=data, headers={"content-type": "application/json"},
-                                     method="GET" if body is None else "POST")
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read() or "null")
+        for attempt in range(6):
+            req = urllib.request.Request(f"{self.base}/api{path}", data=data, headers={"content-type": "application/json"},
+                                         method="GET" if body is None else "POST")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return json.loads(resp.read() or "null")
+            except urllib.error.HTTPError as err:
+                if err.code not in (429, 503) or attempt == 5:
+                    raise
+                time.sleep(2 ** attempt)
 
     def deployment(self, name: str) -> dict:
         return self.call(f"/deployments/name/{name}")
