@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -28,6 +29,7 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
+from flows.cli import main
 from flows.params import StageParams
 from grace_core.errors import GraceError, InvalidIdentifier
 from storage.lake import Lake
@@ -84,13 +86,26 @@ def refused(res: Result, *names: str) -> str:
     return res.err
 
 
-@pytest.fixture
-def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> Path:
-    """A local lake holding the bundled sample (3 papers)."""
-    root = tmp_path / "lake"
-    res = grace(monkeypatch, capsys, "ingest", str(SAMPLE), "--lake", str(root))
-    assert res.code == 0, res
+@pytest.fixture(scope="module")
+def sample_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled sample (3 papers) ingested once by ``grace ingest``, for :func:`lake` to copy."""
+    root = tmp_path_factory.mktemp("bad-inputs-sample") / "lake"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["grace", "ingest", str(SAMPLE), "--lake", str(root)])
+        try:
+            main()
+        except SystemExit as exc:
+            assert exc.code in (0, None), f"grace ingest of the sample exited {exc.code}"
+    assert counts(root)["documents"] == 3
     return root
+
+
+@pytest.fixture
+def lake(sample_lake_template: Path, tmp_path: Path) -> Path:
+    """A local lake of this test's own holding the bundled sample (3 papers): a copy of the
+    lake ``grace ingest`` made once for the module (its catalog, which names the template's
+    files, is rebuilt by the first query that finds it moved)."""
+    return Path(shutil.copytree(sample_lake_template, tmp_path / "lake", symlinks=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,18 +288,26 @@ def test_inbox_quarantines_oversized_and_hostile_batches_without_reading_them_wh
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def review_lake(tmp_path: Path) -> Path:
-    """A lake with claim ``c:1`` of document ``d1`` assigned to alice in round 1."""
+@pytest.fixture(scope="module")
+def review_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lake with claim ``c:1`` of document ``d1`` assigned to alice in round 1, built once
+    for the module; :func:`review_lake` copies it."""
     from tests.review.conftest import build_lake
 
-    root = tmp_path / "lake"
+    root = tmp_path_factory.mktemp("bad-inputs-review") / "lake"
     opened = build_lake(str(root))
     opened.commit("fixture/deferrals", {"deferrals": pl.DataFrame({
         "doc_id": ["d1"], "claim_id": ["c:1"], "round": [1], "reviewer": ["alice"], "priority": [1.0], "confidence": [0.0],
         "cost": [0.1], "gain": [1.0], "rank": [1], "deadline": [T0 + timedelta(hours=72)], "created_at": [T0],
     }, schema_overrides={"round": pl.Int32, "rank": pl.Int32})})
     return root
+
+
+@pytest.fixture
+def review_lake(review_lake_template: Path, tmp_path: Path) -> Path:
+    """A lake of this test's own with claim ``c:1`` of document ``d1`` assigned to alice in
+    round 1 (a copy of :func:`review_lake_template`)."""
+    return Path(shutil.copytree(review_lake_template, tmp_path / "lake", symlinks=True))
 
 
 def jl(*rows: object) -> bytes:
