@@ -3,6 +3,7 @@ two scored rounds, deferrals answered by two reviewers who disagree once, and mo
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -83,6 +84,15 @@ def write_small_lake(root: Path) -> Lake:
     return lake
 
 
+@pytest.fixture(scope="session")
+def small_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small lake written once for the session; :func:`small_lake` copies it."""
+    return Path(write_small_lake(tmp_path_factory.mktemp("small-lake") / "lake").uri)
+
+
 @pytest.fixture()
-def small_lake(tmp_path: Path) -> Lake:
-    return write_small_lake(tmp_path / "lake")
+def small_lake(small_lake_template: Path, tmp_path: Path) -> Lake:
+    """A small lake of this test's own: a copy of :func:`small_lake_template` (its catalog,
+    which names the template's files, is rebuilt by the first query that finds it moved)."""
+    root = shutil.copytree(small_lake_template, tmp_path / "lake", symlinks=True)
+    return Lake.open(LakeConfig(lake=str(root)))
