@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from flows.cli import main
 from storage.config import LakeConfig
 from tests.storage.conftest import make_bucket
 from tests.grace_cli import run_grace
@@ -33,12 +35,27 @@ def batch(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def filled_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:data:`DOCS` ingested once by ``grace ingest`` for the module; :func:`filled` copies it."""
+    base = tmp_path_factory.mktemp("filled")
+    path = base / "batch.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["grace", "ingest", str(path), "--lake", str(base / "lake")])
+        try:
+            main()
+        except SystemExit as exc:
+            assert exc.code in (0, None), f"grace ingest exited {exc.code}"
+    assert (base / "lake" / "tables" / "documents").is_dir()
+    return base / "lake"
+
+
 @pytest.fixture
-def filled(tmp_path: Path, batch: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> Path:
-    lake = tmp_path / "lake"
-    code, out, _ = run(monkeypatch, capsys, "ingest", str(batch), "--lake", str(lake))
-    assert code == 0, out
-    return lake
+def filled(filled_template: Path, tmp_path: Path) -> Path:
+    """A lake of this test's own holding :data:`DOCS`: a copy of :func:`filled_template` (its
+    catalog, which names the template's files, is rebuilt by the first query that finds it moved)."""
+    return Path(shutil.copytree(filled_template, tmp_path / "lake", symlinks=True))
 
 
 def test_ingest_reports_once_then_changes_nothing(tmp_path: Path, batch: Path, monkeypatch, capsys) -> None:
