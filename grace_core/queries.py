@@ -1,10 +1,21 @@
 """Questions that drive expansion: what ``grace ask`` could not answer becomes a responder
 question for its document in the next round.
 
-- A question is *unanswered* when the answerer abstained or the best retrieval score of its
-  context is below ``ask_min_score`` (:func:`is_unanswered`); ``grace ask`` then records it
-  in the lake's ``queries`` table (origin ``ask``), under the document of ``--doc`` or else of
-  its best passage.
+- A question is *unanswered* when the answerer abstained or no passage of its context is
+  relevant enough: the highest cosine between the question and a context passage is below
+  ``ask_min_score`` (:func:`is_unanswered`); ``grace ask`` then records it in the lake's
+  ``queries`` table (origin ``ask``), under the document of ``--doc`` or else of its best
+  passage.
+- Why the cosine and not the retrieval score :math:`\alpha\cos + (1-\alpha)\hat{CC}` that
+  ranks the context (DESIGN §6): every candidate is already trusted knowledge (a prior, a
+  verified claim or a Grounded claim), so what decides whether the knowledge base can answer
+  is whether it holds a passage *about* the question. :math:`\hat{CC}` measures how central a
+  passage sits in its document's graph, not whether it answers anything: with it an off-topic
+  claim of the abstract (:math:`\hat{CC}` = 1, cos 0.3) scores 0.65, above a relevant claim a
+  reviewer just confirmed (cos 0.6, but :math:`\hat{CC}` ≈ 0.1, since knowledge won at the
+  frontier sits far from the priors by construction), and the min–max normalisation moves
+  every score whenever the document's graph grows. A threshold on that score flagged
+  questions by centrality, and the knowledge their responder answers added could not lift it.
 - An *open* question is one whose latest check is unanswered (:func:`open_queries`).
 - The next round's build samples responses to each open question of a document once (source
   name ``<query_id>#<sample>``), decomposes them and judges the new pairs against the
@@ -37,8 +48,9 @@ class QueryConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     ask_min_score: float = Field(
-        0.0, ge=0, le=1, description="A grace ask answer whose best retrieval score is below this counts as unanswered and its question "
-        "becomes a responder question for its document in the next round; 0: only abstentions.",
+        0.0, ge=0, le=1, description="A grace ask answer counts as unanswered when no passage of its context has this cosine to the "
+        "question (or the answerer abstained); its question becomes a responder question for its document in the next round. "
+        "0: only abstentions (the offline answerer abstains below GRACE_ANSWER_MIN_SCORE).",
     )
 
 
@@ -48,13 +60,15 @@ def query_id(question: str, doc_id: str) -> str:
 
 
 def best_score(result: AskResult) -> float | None:
-    """The highest retrieval score of the answer's context (None without context)."""
-    return None if result.context.height == 0 else float(result.context["score"].max())
+    """How relevant the answer's best grounded passage is: the highest cosine between the
+    question and a passage of its context (``similarity``; None without context). Not the
+    retrieval score, which adds the passage's centrality (see the module docstring)."""
+    return None if result.context.height == 0 else float(result.context["similarity"].max())
 
 
 def is_unanswered(result: AskResult, min_score: float) -> bool:
-    """Whether the knowledge base could not answer: the answerer abstained, or the best
-    retrieval score is below ``min_score``."""
+    """Whether the knowledge base could not answer: the answerer abstained, or no passage of
+    the context is relevant enough (:func:`best_score` below ``min_score``)."""
     score = best_score(result)
     return result.answer.abstained or score is None or score < min_score
 

@@ -32,8 +32,8 @@ def ask(
     top: int = typer.Option(5, min=1, help="Passages given to the answerer."),
 ) -> None:
     """Answer from the lake's priors and grounded claims (DESIGN §6), or abstain; shows the
-    passages used and their scores. A question it cannot answer (abstained, or best score below
-    GRACE_ASK_MIN_SCORE) is recorded in the queries table: the next round samples responses to
+    passages used and their scores. A question it cannot answer (abstained, or no passage with cosine
+    GRACE_ASK_MIN_SCORE to the question) is recorded in the queries table: the next round samples responses to
     it for its document."""
     settings = build_settings(lake=lake)
     store = Lake.open(settings, must_exist=True)

@@ -7,26 +7,45 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
+import pytest
 
 from flows.queries import QUERY_SCHEMA
 from grace_core.ask import AskResult
 from grace_core.models.roles import Answer
-from grace_core.queries import is_unanswered, not_sampled, open_queries, query_id
+from grace_core.queries import best_score, is_unanswered, not_sampled, open_queries, query_id
 from storage.lake import Lake
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
-def result(abstained: bool, scores: list[float]) -> AskResult:
+def result(abstained: bool, similarity: list[float], cc: list[float] | None = None, alpha: float = 0.5) -> AskResult:
+    """An answer whose context passages have these cosines to the question (and ĈC, default 0.5)."""
+    cc = cc or [0.5] * len(similarity)
+    score = [alpha * s + (1 - alpha) * c for s, c in zip(similarity, cc)]
     return AskResult(Answer(None if abstained else "x", None, abstained=abstained),
-                     pl.DataFrame({"doc_id": ["d"] * len(scores), "score": scores}, schema={"doc_id": pl.Utf8, "score": pl.Float64}))
+                     pl.DataFrame({"doc_id": ["d"] * len(score), "similarity": similarity, "passage_cc": cc, "score": score},
+                                  schema={"doc_id": pl.Utf8, "similarity": pl.Float64, "passage_cc": pl.Float64, "score": pl.Float64}))
 
 
-def test_unanswered_means_abstained_or_a_weak_best_passage() -> None:
+def test_unanswered_means_abstained_or_no_relevant_passage() -> None:
     assert is_unanswered(result(True, [0.9]), 0.0)
-    assert not is_unanswered(result(False, [0.2, 0.6]), 0.5)  # the best passage counts
+    assert not is_unanswered(result(False, [0.2, 0.6]), 0.5)  # the most relevant passage counts
     assert is_unanswered(result(False, [0.2, 0.4]), 0.5)
     assert is_unanswered(result(False, []), 0.0)  # nothing to answer from
+
+
+def test_answerable_is_about_relevance_not_centrality() -> None:
+    """The retrieval score α·cos + (1 − α)·ĈC ranks the context; whether the knowledge base can
+    answer is decided by the cosine alone: an off-topic claim of the abstract (ĈC 1) does not
+    make a question answerable, and a relevant claim reviewers confirmed at the frontier (ĈC
+    near 0) does, whatever its centrality."""
+    off_topic_but_central = result(False, [0.3], cc=[1.0])
+    assert off_topic_but_central.context["score"][0] == pytest.approx(0.65)
+    assert is_unanswered(off_topic_but_central, 0.55)
+    relevant_at_the_frontier = result(False, [0.3, 0.8], cc=[1.0, 0.05])
+    assert relevant_at_the_frontier.context["score"].to_list() == pytest.approx([0.65, 0.425])  # ranks second
+    assert not is_unanswered(relevant_at_the_frontier, 0.55)
+    assert best_score(relevant_at_the_frontier) == pytest.approx(0.8)
     assert query_id("What  is X?", "d") == query_id("what is x?", "d") != query_id("What is X?", "e")
 
 
