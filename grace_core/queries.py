@@ -6,13 +6,13 @@ question for its document in the next round.
   ``ask_min_score`` (:func:`is_unanswered`); ``grace ask`` then records it in the lake's
   ``queries`` table (origin ``ask``), under the document of ``--doc`` or else of its best
   passage.
-- Why the cosine and not the retrieval score :math:`\alpha\cos + (1-\alpha)\hat{CC}` that
+- Why the cosine and not the retrieval score α·cos + (1 − α)·ĈC that
   ranks the context (DESIGN §6): every candidate is already trusted knowledge (a prior, a
   verified claim or a Grounded claim), so what decides whether the knowledge base can answer
-  is whether it holds a passage *about* the question. :math:`\hat{CC}` measures how central a
+  is whether it holds a passage *about* the question. ĈC measures how central a
   passage sits in its document's graph, not whether it answers anything: with it an off-topic
-  claim of the abstract (:math:`\hat{CC}` = 1, cos 0.3) scores 0.65, above a relevant claim a
-  reviewer just confirmed (cos 0.6, but :math:`\hat{CC}` ≈ 0.1, since knowledge won at the
+  claim of the abstract (ĈC = 1, cos 0.3) scores 0.65, above a relevant claim a
+  reviewer just confirmed (cos 0.6, but ĈC ≈ 0.1, since knowledge won at the
   frontier sits far from the priors by construction), and the min–max normalisation moves
   every score whenever the document's graph grows. A threshold on that score flagged
   questions by centrality, and the knowledge their responder answers added could not lift it.
