@@ -12,9 +12,12 @@ throughput is measured elsewhere), and 1% of the documents carry a reviewer's vo
 
 Each stage runs in a fresh process (its peak memory is its own ``VmHWM``) on a temporary Prefect
 home; Prefect's share is 1 − the time GRACE's own code spent (the ``rounds`` rows its tasks
-commit) / the stage's wall time. Issue 17's targets: 100,000 documents' full round ≤ 10 min,
-peak RSS ≤ 3 GB whatever N. (An incremental round, rescoring only the documents that changed,
-is not implemented yet: every round rescores every document.)
+commit) / the stage's wall time.
+
+Then round 2, incremental: 1% of the documents get a reviewer's vote on a claim (as returned
+verdict files would add), and round 2's score and dispatch stages run: the score stage settles
+and rescores those documents only (grace_core/changes.py). Issue 17's targets: 100,000
+documents' full round ≤ 10 min, the incremental round ≤ 30 s, peak RSS ≤ 3 GB whatever N.
 """
 
 from __future__ import annotations
@@ -41,12 +44,12 @@ WORDS = ("model", "attention", "dataset", "encoder", "baseline", "accuracy", "co
 STAGE = r'''
 import json, sys, time
 peak = lambda: int(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')))
-lake, stage = sys.argv[1], sys.argv[2]
+lake, stage, round_id = sys.argv[1], sys.argv[2], int(sys.argv[3])
 from flows.params import StageParams
 from flows.review import dispatch_reviews
 from flows.score import score_round
 t = time.perf_counter()
-(score_round if stage == "score" else dispatch_reviews)(StageParams(round_id=1, lake=lake))
+(score_round if stage == "score" else dispatch_reviews)(StageParams(round_id=round_id, lake=lake))
 print(json.dumps({"wall_s": time.perf_counter() - t, "peak_kib": peak()}))
 '''
 
@@ -103,17 +106,34 @@ def write_lake(root: str, n_docs: int, seed: int = 0, per_commit: int = 1000) ->
     return rows
 
 
-def own_seconds(root: str, stage: str) -> float:
+def vote_on_changed(root: str, fraction: float, seed: int = 1) -> int:
+    """Votes of round 1 on one claim of ``fraction`` of the documents (confirm or reject), as a
+    reviewer's returned file adds them; returns the number of documents changed."""
+    from flows.settings import build_settings
+    from storage.lake import Lake
+
+    lake = Lake.open(build_settings(lake=root))
+    claims = lake.query("SELECT doc_id, min(claim_id) AS claim_id FROM claims GROUP BY doc_id ORDER BY doc_id")
+    changed = claims.sample(fraction=fraction, seed=seed)
+    rng = np.random.default_rng(seed)
+    lake.commit("synthetic/round-2-votes", {"verdicts": changed.with_columns(
+        round=pl.lit(1, pl.Int32), reviewer=pl.lit("bob"), verdict=pl.Series(rng.choice(["confirm", "reject"], size=changed.height)),
+        seconds_spent=pl.lit(40.0), note=pl.lit(None, pl.Utf8), channel=pl.lit("file"), created_at=pl.lit(T0),
+    )})
+    return changed.height
+
+
+def own_seconds(root: str, stage: str, round_id: int) -> float:
     from benchmarks.bench_pipeline import busy_seconds
     from flows.settings import build_settings
     from storage.lake import Lake
 
-    spans = Lake.open(build_settings(lake=root)).read("rounds", rounds=[1]).filter(pl.col("stage").str.contains(f"^({stage})$"))
+    spans = Lake.open(build_settings(lake=root)).read("rounds", rounds=[round_id]).filter(pl.col("stage").str.contains(f"^({stage})$"))
     return busy_seconds([(a.timestamp(), b.timestamp()) for a, b in spans.select("started_at", "finished_at").iter_rows()])
 
 
-def run_stage(root: str, stage: str, env: dict[str, str]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", STAGE, root, stage], cwd=REPO, env=env, capture_output=True, text=True)
+def run_stage(root: str, stage: str, round_id: int, env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", STAGE, root, stage, str(round_id)], cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -122,6 +142,7 @@ def run_stage(root: str, stage: str, env: dict[str, str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--changed", type=float, default=0.01, help="Share of the documents changed before the incremental round 2.")
     args = ap.parse_args()
     for n in args.docs:
         with tempfile.TemporaryDirectory(prefix="grace-bench-scale-") as tmp:
@@ -134,12 +155,15 @@ def main() -> None:
             rows = write_lake(root, n)
             print(f"\n{n:,} synthetic documents written in {time.perf_counter() - t:.1f} s: "
                   + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
-            print(f"{'round 1 stage':<16}{'wall s':>9}{'own s':>9}{'Prefect %':>11}{'ms/doc':>9}{'peak MB':>9}")
-            for stage, own in (("score", "score"), ("dispatch", "dispatch|verify")):
-                r = run_stage(root, stage, env)
-                mine = own_seconds(root, own)
-                print(f"{stage:<16}{r['wall_s']:9.1f}{mine:9.1f}{100 * (1 - mine / r['wall_s']):11.1f}"
-                      f"{1000 * r['wall_s'] / n:9.2f}{r['peak_kib'] / 1024:9.0f}")
+            print(f"{'stage':<22}{'wall s':>9}{'own s':>9}{'Prefect %':>11}{'ms/doc':>9}{'peak MB':>9}")
+            for round_id in (1, 2):
+                if round_id == 2:
+                    print(f"round 2: {vote_on_changed(root, args.changed):,} documents changed (a vote each)")
+                for stage, own in (("score", "score"), ("dispatch", "dispatch|verify")):
+                    r = run_stage(root, stage, round_id, env)
+                    mine = own_seconds(root, own, round_id)
+                    print(f"{f'round {round_id} {stage}':<22}{r['wall_s']:9.1f}{mine:9.1f}{100 * (1 - mine / r['wall_s']):11.1f}"
+                          f"{1000 * r['wall_s'] / n:9.2f}{r['peak_kib'] / 1024:9.0f}")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,12 @@ class VerdictParams(_Now, RunOptions):
     """Verdict ingestion: the review inbox of a lake."""
 
 
-class ScoreParams(_Now, BackendOption, _StageRound):
+class _Rescore(BaseModel):
+    rescore_all: bool | None = Field(None, description="Rescore every document, not only those whose state changed since their last scoring.",
+                                     json_schema_extra=_without_null)
+
+
+class ScoreParams(_Now, _Rescore, BackendOption, _StageRound):
     """A round's settle and scoring step (the judge reads promoted claims for the cascade)."""
 
 
@@ -116,5 +121,5 @@ class _Round(BaseModel):
     round_id: int | None = override("Round to run; the one after the last finished round when empty.", ge=1)
 
 
-class RoundParams(_Budget, InboxOptions, ModelOptions, _Round):
+class RoundParams(_Budget, _Rescore, InboxOptions, ModelOptions, _Round):
     """One expansion round: every override its stages use."""

@@ -16,7 +16,7 @@ from flows.queries import recheck_queries
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
-from flows.verdicts import assignments, claim_texts, document_texts, ingest_verdict_file, prior_units, write_packets
+from flows.verdicts import assignments, claim_texts, document_texts, ingest_verdict_file, latest_decisions, prior_units, write_packets
 from grace_core.adjudication import adjudication_assignments, check_adjudicator, split_claims
 from grace_core.audit import audit_claims, interleave
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
@@ -33,8 +33,9 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
     the deferrals') assigned to ``overlap`` reviewers of the pool, committed once; returns the
     claims sent to review.
 
-    Claims decided for good (the decisions of this round's settle step) and claims with an
-    assignment still open before its deadline stay out; an overdue claim is back in the pool.
+    The candidates are every document's latest scores (a document the round did not rescore
+    keeps its own). Claims decided for good (each document's latest settle step) and claims with
+    an assignment still open before its deadline stay out; an overdue claim is back in the pool.
     With ``adjudicator`` set, a claim whose votes split evenly goes to the adjudicator alone
     (:func:`grace_core.adjudication.split_claims`; outside the budgets, cost 0), last in rank.
     The review cost counts the expected human seconds per claim from the pool's history
@@ -43,8 +44,9 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
     check_adjudicator(settings.adjudicator, settings.pool)
 
     def work():
-        scores = lake.read("scores", rounds=[round_id], columns=["doc_id", "claim_id", "status", "priority", "confidence"])
-        decisions = lake.read("decisions", rounds=[round_id], columns=["doc_id", "claim_id", "n_confirm", "n_reject", "decision"])
+        # each document's latest scores and decisions: a document the round did not rescore keeps its own
+        scores = lake.query("SELECT doc_id, claim_id, status, priority, confidence FROM claim_status")
+        decisions = latest_decisions(lake).select("doc_id", "claim_id", "n_confirm", "n_reject", "decision")
         votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
         roles, cache = roles_with_cache(settings, lake, round_id)

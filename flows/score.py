@@ -4,7 +4,8 @@ task; parallelism is across tasks) → scores and statuses — with the round's 
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from typing import NamedTuple
 
 import polars as pl
 import pyarrow.dataset as ds
@@ -12,9 +13,12 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.params import ScoreParams
-from flows.runtime import open_lake, roles_with_cache, timestamp
+from flows.runtime import open_lake, roles_with_cache
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
+from flows.verdicts import latest_decisions
+from grace_core.changes import changed_documents, scoring_fingerprint
+from grace_core.decisions import decide
 from grace_core.documents import content_id
 from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS
 from grace_core.reliability import estimate_reliability, vote_weights
@@ -25,9 +29,43 @@ METRIC_COLUMNS = ("round", "n_documents", "n_claims", "n_grounded", "n_boundary"
                   "n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "cascade")
 
 
+class ScoringPlan(NamedTuple):
+    """What a round's scoring step works on: the documents to settle and score, how many
+    documents have claims, the vote weights (None unless ``weigh_by_reliability``) and the
+    scoring settings' fingerprint."""
+
+    doc_ids: list[str]
+    n_documents: int
+    weights: dict[str, float] | None
+    fingerprint: str
+
+
 @grace_task()
-def documents_with_claims(settings: GraceSettings) -> list[str]:
-    return sorted(open_lake(settings).read("claims", columns=["doc_id"]).unique()["doc_id"].to_list())
+def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> ScoringPlan:
+    """The documents round ``round_id`` settles and scores (:func:`grace_core.changes.changed_documents`),
+    or every document with claims when ``rescore_all`` or when the scoring settings changed since
+    the last scoring (:func:`grace_core.changes.scoring_fingerprint`). Read with DuckDB
+    aggregates over the catalog and the (small) vote tables, never whole claim or edge tables."""
+    lake = open_lake(settings)
+    votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"])
+    # estimated from every vote of the lake: the same weights for every chunk of the round
+    weights = vote_weights(estimate_reliability(votes)) if settings.weigh_by_reliability else None
+    fingerprint = scoring_fingerprint(settings, quorum=settings.quorum, weigh_by_reliability=settings.weigh_by_reliability)
+    rounds = lake.query(f"""
+        WITH grown AS (
+            SELECT doc_id, max(round) AS grown_round
+            FROM (SELECT doc_id, round FROM claims UNION ALL SELECT doc_id, round FROM edges)
+            WHERE round <= {int(round_id)} GROUP BY doc_id
+        ),
+        scored AS (SELECT doc_id, max(round) AS scored_round FROM scores GROUP BY doc_id)
+        SELECT g.doc_id, g.grown_round, s.scored_round FROM grown g LEFT JOIN scored s USING (doc_id)
+    """)
+    scorings = lake.read("rounds", columns=["round", "stage", "finished_at", "detail_json"]).filter(pl.col("stage") == "score")
+    last = scorings.sort("round", "finished_at").tail(1)["detail_json"].to_list()
+    if rescore_all or (last and json.loads(last[0] or "{}").get("scoring") != fingerprint):
+        rounds = rounds.with_columns(scored_round=pl.when(pl.col("scored_round") == round_id).then(round_id))
+    doc_ids = changed_documents(rounds, decide(votes, settings.quorum, weights), latest_decisions(lake), round_id=round_id)
+    return ScoringPlan(doc_ids, rounds.height, weights, fingerprint)
 
 
 def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
@@ -45,10 +83,11 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
 
 
 @grace_task(retries=1)
-def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now: datetime) -> int:
+def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan: ScoringPlan) -> int:
     """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
-    arrived, promote and cascade, score; commit decisions, new sources and edges, and scores
-    (once)."""
+    arrived (weighted by ``plan.weights`` when set), promote and cascade, score; commit
+    decisions, new sources and edges, and scores (once), the stage row recording the scoring
+    settings' fingerprint."""
     lake = open_lake(settings)
     caches = []
 
@@ -58,11 +97,8 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
         return built
 
     def work():
-        weights = None
-        if settings.weigh_by_reliability:  # estimated from every vote of the lake, the same for every chunk of the round
-            weights = vote_weights(estimate_reliability(lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"])))
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
-                   origin=f"lake {lake.uri} edges", weights=weights)
+                   origin=f"lake {lake.uri} edges", weights=plan.weights)
         at_round = pl.lit(round_id, pl.Int32)
         tables = {
             "decisions": s.decisions.with_columns(round=at_round),
@@ -74,7 +110,18 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
         return {k: v for k, v in tables.items() if v.width}, len(doc_ids), s.scores.height
 
     key = f"score/round={round_id}/docs={content_id(*doc_ids)}"
-    return commit_once(lake, key, round_id=round_id, stage="score", work=work) or 0
+    return commit_once(lake, key, round_id=round_id, stage="score", work=work, detail=json.dumps({"scoring": plan.fingerprint})) or 0
+
+
+@grace_task(retries=1)
+def record_unchanged(settings: GraceSettings, round_id: int, plan: ScoringPlan) -> None:
+    """Record the round's scoring step when no document changed (its ``rounds`` row only), so
+    the round has its metrics row: every document keeps its latest scores."""
+    lake = open_lake(settings)
+    if lake.read("rounds", rounds=[round_id], columns=["stage"]).filter(pl.col("stage") == "score").height:
+        return  # the round's scoring step is recorded already (a re-run)
+    commit_once(lake, f"score/round={round_id}/unchanged", round_id=round_id, stage="score",
+                work=lambda: ({}, 0, None), detail=json.dumps({"scoring": plan.fingerprint}))
 
 
 @grace_task()
@@ -115,14 +162,17 @@ def publish_metrics(settings: GraceSettings, round_id: int) -> list[dict]:
 
 @flow(name="score_round", log_prints=True)
 def score_round(params: ScoreParams) -> list[dict]:
-    """The round's settle and scoring step for every document with claims; publish the
-    round's metrics as artifacts."""
+    """The round's settle and scoring step for the documents whose state changed since their
+    last scoring (every document with claims with ``rescore_all``, or when the scoring settings
+    changed); the others keep their latest scores. Publish the round's metrics as artifacts."""
     settings = params.settings()
     logger = get_run_logger()
-    doc_ids = documents_with_claims(settings)
-    n = settings.score_docs_per_task
-    now = timestamp(params.now)
-    futures = [score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], now) for i in range(0, len(doc_ids), n)]
+    plan = plan_scoring(settings, params.round_id, bool(params.rescore_all))
+    doc_ids, n = plan.doc_ids, settings.score_docs_per_task
+    futures = [score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], plan) for i in range(0, len(doc_ids), n)]
     scored = sum(f.result() for f in futures)
-    logger.info("round %d: scored %d claims of %d documents", params.round_id, scored, len(doc_ids))
+    if not doc_ids:
+        record_unchanged(settings, params.round_id, plan)
+    logger.info("round %d: scored %d claims of %d changed documents (%d documents have claims; the others keep their scores)",
+                params.round_id, scored, len(doc_ids), plan.n_documents)
     return publish_metrics(settings, params.round_id)

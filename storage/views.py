@@ -18,8 +18,9 @@ none aggregates votes itself.
   decomposed from and ``from_response`` (decomposed from some sampled response). Join it to
   ``claim_status`` ``USING (doc_id, claim_id)`` when the text is wanted (kept apart so status
   queries need not aggregate every claim row).
-- ``round_metrics``: per scored round, as of the end of that round (a document not rescored in
-  a round keeps its previous scores): counts per status; PCR (grounded response claims / all
+- ``round_metrics``: per round with a scoring step (one that rescored no document included), as
+  of the end of that round (a document not rescored in a round keeps its previous scores):
+  counts per status; PCR (grounded response claims / all
   response claims); KF (boundary claims per document); the outcome of the round's deferrals
   as decided so far — ``n_confirmed, n_rejected, n_abstained`` and ``n_pending`` (no decision
   yet, or votes below quorum; a vote is decided in the next round's settle step); yield =
@@ -38,6 +39,12 @@ none aggregates votes itself.
   User questions (table ``queries``, :mod:`grace_core.queries`): ``n_questions_rechecked``
   earlier unanswered ``grace ask`` questions asked again after the round's dispatch, of which
   ``n_questions_answered`` the knowledge base now answers.
+- ``round_costs``: per round (of ``round_metrics`` or with model calls or votes), the cost of
+  knowledge: ``n_llm_calls`` (every call made, failures included; a cache replay is not a call),
+  ``tokens`` (prompt + completion), ``cost_usd`` (what the backend priced; 0 offline),
+  ``expert_seconds`` (the seconds reviewers reported on the votes answering that round's
+  deferrals), the round's ``n_confirmed`` (its deferrals decided confirm so far, as
+  ``round_metrics``) and each of the four per confirmed claim (null when none).
 - ``review_queue``: open deferrals: each claim × reviewer's latest deferral that this reviewer
   has not answered and that is not decided for good (confirm or reject), with the claim's
   text, current status and decision; ``overdue`` once past its deadline (the flows return
@@ -101,7 +108,7 @@ DERIVED_VIEWS: dict[str, str] = {
         FROM claims GROUP BY doc_id, claim_id
     """,
     "round_metrics": """
-        WITH scored_rounds AS (SELECT DISTINCT round FROM scores),
+        WITH scored_rounds AS (SELECT DISTINCT round FROM scores UNION SELECT DISTINCT round FROM rounds WHERE stage = 'score'),
         doc_rounds AS (SELECT DISTINCT doc_id, round FROM scores),
         latest_scoring AS (
             SELECT r.round, d.doc_id, max(d.round) AS scored_round
@@ -216,6 +223,28 @@ DERIVED_VIEWS: dict[str, str] = {
         LEFT JOIN questions q ON q.round = p.round
         ORDER BY p.round
     """.replace("{AUDITED_COLUMNS}", _audited_columns()),
+    "round_costs": """
+        WITH calls AS (
+            SELECT round, count(*) AS n_llm_calls,
+                   coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0) AS tokens,
+                   coalesce(sum(cost_usd), 0.0) AS cost_usd
+            FROM llm_calls GROUP BY round
+        ),
+        experts AS (SELECT round, coalesce(sum(seconds_spent), 0.0) AS expert_seconds FROM verdicts GROUP BY round),
+        all_rounds AS (SELECT round FROM round_metrics UNION SELECT round FROM calls UNION SELECT round FROM experts)
+        SELECT a.round, coalesce(c.n_llm_calls, 0) AS n_llm_calls, coalesce(c.tokens, 0) AS tokens,
+               coalesce(c.cost_usd, 0.0) AS cost_usd, coalesce(e.expert_seconds, 0.0) AS expert_seconds,
+               coalesce(m.n_confirmed, 0) AS n_confirmed,
+               coalesce(c.n_llm_calls, 0) / nullif(m.n_confirmed, 0) AS llm_calls_per_confirmed,
+               coalesce(c.tokens, 0) / nullif(m.n_confirmed, 0) AS tokens_per_confirmed,
+               coalesce(c.cost_usd, 0.0) / nullif(m.n_confirmed, 0) AS usd_per_confirmed,
+               coalesce(e.expert_seconds, 0.0) / nullif(m.n_confirmed, 0) AS expert_seconds_per_confirmed
+        FROM all_rounds a
+        LEFT JOIN calls c ON c.round = a.round
+        LEFT JOIN experts e ON e.round = a.round
+        LEFT JOIN round_metrics m ON m.round = a.round
+        ORDER BY a.round
+    """,
     "review_queue": """
         WITH latest AS (
             SELECT * FROM deferrals

@@ -23,9 +23,12 @@ def round_(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
     budget: Optional[float] = typer.Option(None, "--budget", min=0, help="Review budget of this round (default: GRACE_BUDGET or 3.0)."),
     round_id: Optional[int] = typer.Option(None, "--round", min=1, help="Round to run (default: the one after the last dispatched round)."),
+    rescore_all: bool = typer.Option(False, "--rescore-all", help="Rescore every document, not only those whose state changed since their last scoring."),
 ) -> None:
     """Run one expansion round now — verdicts in, build, settle (decide, promote, cascade),
-    score, dispatch — as a Prefect flow run, and print the metrics per round."""
+    score, dispatch — as a Prefect flow run, and print the metrics per round. Only the
+    documents whose state changed since their last scoring are settled and rescored (all of
+    them with --rescore-all, or when the scoring settings changed)."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry heartbeat from a temporary server
     from flows.expansion import expansion_round
@@ -41,6 +44,6 @@ def round_(
     with prefect_api() as (api_url, temporary):
         where = f"temporary Prefect server {api_url}" if temporary else f"Prefect API {api_url}"
         with console.status(f"expansion round on {target.uri} ({where})…"):
-            metrics = expansion_round(RoundParams(round_id=round_id, lake=target.uri, budget=budget))
+            metrics = expansion_round(RoundParams(round_id=round_id, lake=target.uri, budget=budget, rescore_all=rescore_all or None))
     console.print(metrics_table(metrics))
     console.print(f"round {metrics[-1]['round']} done on lake {target.uri}")

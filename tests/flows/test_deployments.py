@@ -82,7 +82,7 @@ def test_deployments_have_their_names_schedules_and_parameter_forms() -> None:
     assert list(ingest.definitions["IngestParams"]["properties"]) == ["batch", "lake", "prior_sections"]
     stage_forms = {  # each stage's form: its own fields only, the round first
         "build_graphs/build-graphs": ("BuildParams", ["round_id", "lake", "backend", "seed", "hallucination_rate", "now"]),
-        "score_round/score-round": ("ScoreParams", ["round_id", "lake", "backend", "now"]),
+        "score_round/score-round": ("ScoreParams", ["round_id", "lake", "backend", "rescore_all", "now"]),
         "dispatch_reviews/dispatch-reviews": ("DispatchParams", ["round_id", "lake", "backend", "now", "budget"]),
         "ingest_verdicts/ingest-verdicts": ("VerdictParams", ["lake", "now"]),
     }

@@ -5,14 +5,20 @@ Dask cluster."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
+import polars as pl
 import pytest
 from dask.utils import key_split
 from distributed import Client, LocalCluster, get_task_stream
@@ -139,3 +145,77 @@ def test_a_round_on_a_lake_in_s3(tmp_path: Path, one_paper: Path, s3_endpoint: s
     assert_round_one_is_in(Lake.open(build_settings(lake=lake)))
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="grace", Prefix="team/lake/")["Contents"]]
     assert any(k.endswith(".parquet") and "/claims/" in k for k in keys)
+
+
+@contextmanager
+def dask_cluster(tmp_path: Path, env: dict[str, str], n_workers: int = 2) -> Iterator[str]:
+    """A real Dask cluster on loopback, as on separate machines: ``dask scheduler`` and
+    ``n_workers`` ``dask worker`` processes (one thread each), started from the command line
+    with ``env``; yields the scheduler's address and stops them all."""
+    scheduler_file = tmp_path / "scheduler.json"
+    bin_dir = Path(sys.executable).parent
+    logs = [open(tmp_path / f"dask-{i}.log", "w") for i in range(n_workers + 1)]
+    procs = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(scheduler_file)], env=env, cwd=tmp_path, stdout=logs[0], stderr=subprocess.STDOUT)]
+    try:
+        deadline = time.monotonic() + 120
+        while not scheduler_file.exists():
+            assert procs[0].poll() is None and time.monotonic() < deadline, (tmp_path / "dask-0.log").read_text()[-2000:]
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for i in range(n_workers):
+            procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nthreads", "1", "--no-dashboard",
+                                           "--name", f"w{i}", "--host", "127.0.0.1"], env=env, cwd=tmp_path,
+                                          stdout=logs[i + 1], stderr=subprocess.STDOUT))
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(n_workers, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in logs:
+            log.close()
+
+
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_round_on_a_dask_cluster_of_separate_processes_with_the_lake_in_s3(
+    tmp_path: Path, one_paper: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``dask scheduler`` and two ``dask worker`` processes on loopback, the lake on S3 (moto),
+    the round's chunk tasks on the cluster through ``GRACE_DASK_ADDRESS``: the same scores as the
+    thread runner gives on the same batch."""
+    from prefect.settings import PREFECT_API_URL
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="grace")
+    s3.upload_file(str(one_paper), "grace", "batches/one-paper.jsonl")
+    monkeypatch.setenv("GRACE_S3_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("GRACE_CATALOG_CACHE", str(tmp_path / "catalogs"))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}, **DUMMY_AWS_ENV,
+           "PREFECT_API_URL": PREFECT_API_URL.value(), "GRACE_S3_ENDPOINT_URL": s3_endpoint,
+           "GRACE_CATALOG_CACHE": str(tmp_path / "worker-catalogs"), "OMP_NUM_THREADS": "1"}
+
+    def round_one(lake: str) -> pl.DataFrame:
+        ingest_batch(IngestParams(batch="s3://grace/batches/one-paper.jsonl", lake=lake, **COMMON))
+        expansion_round(RoundParams(round_id=1, lake=lake, **COMMON))
+        scores = Lake.open(build_settings(lake=lake)).read("scores", rounds=[1])
+        return scores.drop("round").sort("doc_id", "claim_id")
+
+    threads = round_one("s3://grace/threads/lake")
+    with dask_cluster(tmp_path, env) as address:
+        monkeypatch.setenv("GRACE_DASK_ADDRESS", address)
+        with Client(address) as client, get_task_stream(client) as stream:
+            on_cluster = round_one("s3://grace/dask/lake")
+            workers = set(client.scheduler_info()["workers"])
+    ran = Counter(key_split(t["key"]) for t in stream.data)
+    assert ran == Counter({"build_chunk": 1, "score_chunk": 1})  # the chunk tasks ran on the cluster's worker processes
+    assert len(workers) == 2 and {t["worker"] for t in stream.data} <= workers
+    assert threads.height > 0
+    assert on_cluster.equals(threads), "the Dask cluster's scores differ from the thread runner's"

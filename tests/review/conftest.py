@@ -70,18 +70,18 @@ def scores(round_id: int, claim_ids: list[str] | None = None) -> pl.DataFrame:
     })
 
 
-def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
-    """A synthetic lake at ``root`` (a folder, or an s3:// prefix reached through the
-    ``GRACE_S3_*`` environment), scored in ``rounds``."""
-    lake = Lake.open(StageParams(round_id=1, lake=root).settings())
-    lake.commit("fixture/documents", {
+def graph_rows(doc: str = DOC) -> dict[str, pl.DataFrame]:
+    """The sources (round 0 priors, the round 1 response), claims and decomposition edges of
+    one synthetic document ``doc``."""
+    n = len(UNITS) + len(CLAIMS)
+    return {
         "sources": pl.DataFrame({
-            "doc_id": [DOC] * 3, "source_id": ["p1", "p2", "r1"], "source_kind": ["prior", "prior", "response"],
+            "doc_id": [doc] * 3, "source_id": ["p1", "p2", "r1"], "source_kind": ["prior", "prior", "response"],
             "round": [0, 0, 1], "name": ["Abstract", "Introduction", "sample 1"], "ord": [0, 1, 0],
             "text": [PRIORS["p1"], PRIORS["p2"], RESPONSE],
         }),
         "claims": pl.DataFrame({
-            "doc_id": [DOC] * (len(UNITS) + len(CLAIMS)),
+            "doc_id": [doc] * n,
             "claim_id": [f"u:{u}" for u in UNITS] + list(CLAIMS),
             "round": [0] * len(UNITS) + [1] * len(CLAIMS),
             "source_id": [p for p, _ in UNITS.values()] + ["r1"] * len(CLAIMS),
@@ -89,14 +89,21 @@ def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
             "text": [t for _, t in UNITS.values()] + list(CLAIMS.values()),
         }),
         "edges": pl.DataFrame({  # decomposition edges: each prior entails its units, the response its claims
-            "doc_id": [DOC] * (len(UNITS) + len(CLAIMS)),
+            "doc_id": [doc] * n,
             "source_id": [p for p, _ in UNITS.values()] + ["r1"] * len(CLAIMS),
             "source_kind": ["prior"] * len(UNITS) + ["response"] * len(CLAIMS),
             "claim_id": [f"u:{u}" for u in UNITS] + list(CLAIMS),
-            "label": ["entails"] * (len(UNITS) + len(CLAIMS)),
+            "label": ["entails"] * n,
             "round": [0] * len(UNITS) + [1] * len(CLAIMS),
         }),
-    })
+    }
+
+
+def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
+    """A synthetic lake at ``root`` (a folder, or an s3:// prefix reached through the
+    ``GRACE_S3_*`` environment) of document :data:`DOC` (:func:`graph_rows`), scored in ``rounds``."""
+    lake = Lake.open(StageParams(round_id=1, lake=root).settings())
+    lake.commit("fixture/documents", graph_rows())
     for r in rounds:
         lake.commit(f"fixture/scores/round={r}", {"scores": scores(r)})
     return lake

@@ -1,0 +1,122 @@
+"""Incremental rounds: a round settles and rescores only the documents whose state changed since
+their last scoring (grace_core/changes.py); the others keep their latest scores, and the views
+(``claim_status``, ``round_metrics``) and the dispatch read those.
+
+Two synthetic documents (tests/review/conftest.py ``graph_rows``) scored by the real
+``score_round`` flow on the session's Prefect server; changes are committed to the lake as the
+other stages would (a vote, a new response's claims)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from flows.params import ScoreParams
+from flows.review import dispatch_reviews
+from flows.score import score_round
+from grace_core.changes import changed_documents, scoring_fingerprint
+from grace_core.decisions import DECISION_SCHEMA, decide
+from grace_core.params import ScoringParams
+from storage.lake import Lake
+from tests.review.conftest import T0, graph_rows, stage
+
+DOCS = ("d1", "d2")
+
+
+def scored_by_round(lake: Lake) -> dict[int, list[str]]:
+    rows = lake.query("SELECT DISTINCT round, doc_id FROM scores ORDER BY round, doc_id")
+    return {r: sorted(g["doc_id"].to_list()) for (r,), g in rows.group_by(["round"], maintain_order=True)}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_server")
+def test_a_round_rescores_only_the_documents_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(tmp_path / "lake")
+    lake = Lake.open(ScoreParams(round_id=1, lake=root).settings())
+    for doc in DOCS:
+        lake.commit(f"fixture/{doc}", graph_rows(doc))
+
+    score_round(ScoreParams(round_id=1, lake=root))
+    assert scored_by_round(lake) == {1: ["d1", "d2"]}
+
+    # nothing changed: nothing is rescored, yet the round has its metrics row, equal to round 1's
+    metrics = score_round(ScoreParams(round_id=2, lake=root))
+    assert scored_by_round(lake) == {1: ["d1", "d2"]}
+    by_round = {m["round"]: m for m in metrics}
+    assert set(by_round) == {1, 2}
+    assert {k: v for k, v in by_round[2].items() if k != "round"} == {k: v for k, v in by_round[1].items() if k != "round"}
+
+    # a reviewer rejects a claim of d1: round 3 rescores d1 only, and d1's claim is Refuted for good
+    lake.commit("fixture/vote", {"verdicts": pl.DataFrame({
+        "doc_id": ["d1"], "claim_id": ["c:2"], "round": [2], "reviewer": ["alice"], "verdict": ["reject"],
+        "created_at": [T0]}, schema_overrides={"round": pl.Int32})})
+    score_round(ScoreParams(round_id=3, lake=root))
+    assert scored_by_round(lake) == {1: ["d1", "d2"], 3: ["d1"]}
+    status = lake.query("SELECT doc_id, claim_id, status, scored_round, decision FROM claim_status ORDER BY doc_id, claim_id")
+    assert status.filter(pl.col("doc_id") == "d2")["scored_round"].unique().to_list() == [1]
+    assert status.filter((pl.col("doc_id") == "d1") & (pl.col("claim_id") == "c:2")).row(0, named=True) | {"scored_round": 3} == {
+        "doc_id": "d1", "claim_id": "c:2", "status": "refuted", "scored_round": 3, "decision": "reject"}
+    n_refuted = lake.query("SELECT round, n_refuted, n_documents FROM round_metrics WHERE round = 3").row(0)
+    assert n_refuted == (3, 1, 2)  # both documents counted, d2 with its round-1 scores
+
+    # a re-run of round 3 changes nothing
+    score_round(ScoreParams(round_id=3, lake=root))
+    assert scored_by_round(lake) == {1: ["d1", "d2"], 3: ["d1"]}
+
+    # a new response claim of d2 (as a build with a user question adds): round 4 rescores d2 only
+    rows = graph_rows("d2")
+    lake.commit("fixture/d2-more", {
+        "sources": rows["sources"].filter(pl.col("source_id") == "r1").with_columns(source_id=pl.lit("r2"), round=pl.lit(4)),
+        "claims": pl.DataFrame({"doc_id": ["d2"], "claim_id": ["c:new"], "round": [4], "source_id": ["r2"],
+                                "source_kind": ["response"], "text": ["The parser is fast."]}),
+        "edges": pl.DataFrame({"doc_id": ["d2"], "source_id": ["r2"], "source_kind": ["response"], "claim_id": ["c:new"],
+                               "label": ["entails"], "round": [4]}),
+    })
+    score_round(ScoreParams(round_id=4, lake=root))
+    assert scored_by_round(lake)[4] == ["d2"]
+    assert "c:new" in lake.query("SELECT claim_id FROM claim_status WHERE doc_id = 'd2'")["claim_id"].to_list()
+
+    # the dispatch defers from every document's latest scores: round 4 deferrals include d1's claims (scored in round 3)
+    dispatch_reviews(stage(root, 4))
+    deferred = lake.read("deferrals", rounds=[4], columns=["doc_id", "claim_id"])
+    assert set(deferred["doc_id"]) == {"d1", "d2"} and ("d1", "c:2") not in set(deferred.iter_rows())  # rejected for good
+
+    # another scoring setting: every document is rescored; --rescore-all does the same
+    monkeypatch.setenv("GRACE_W_CONTRA", "0.3")
+    score_round(ScoreParams(round_id=5, lake=root))
+    assert scored_by_round(lake)[5] == ["d1", "d2"]
+    score_round(ScoreParams(round_id=6, lake=root))
+    assert 6 not in scored_by_round(lake)
+    score_round(ScoreParams(round_id=7, lake=root, rescore_all=True))
+    assert scored_by_round(lake)[7] == ["d1", "d2"]
+
+
+def decisions(rows: list[tuple[str, str, str, str]], quorum: int = 1) -> pl.DataFrame:
+    return decide(pl.DataFrame(rows, schema=["doc_id", "claim_id", "reviewer", "verdict"], orient="row"), quorum)
+
+
+def test_changed_documents_follow_new_rows_and_new_decisions() -> None:
+    rounds = pl.DataFrame({
+        "doc_id": ["new", "grown", "same", "voted", "requorum", "done"],
+        "grown_round": [3, 3, 1, 1, 1, 3],
+        "scored_round": [None, 2, 2, 2, 2, 3],
+    }, schema_overrides={"scored_round": pl.Int64})
+    then = decisions([("voted", "c1", "alice", "confirm"), ("requorum", "c1", "alice", "confirm")])
+    now = decisions([("voted", "c1", "alice", "confirm"), ("voted", "c1", "bob", "reject"), ("requorum", "c1", "alice", "confirm")])
+    assert changed_documents(rounds, now, then, round_id=3) == ["grown", "new", "voted"]
+    assert changed_documents(rounds, decisions([("requorum", "c1", "alice", "confirm"), ("voted", "c1", "alice", "confirm")], quorum=2),
+                             then, round_id=3) == ["grown", "new", "requorum", "voted"]
+    # a changed vote (same count, other verdict) is a change; the document scored in this round is not rescored in it
+    flipped = decisions([("voted", "c1", "alice", "reject"), ("requorum", "c1", "alice", "confirm"), ("done", "c1", "bob", "confirm")])
+    assert changed_documents(rounds, flipped, then, round_id=3) == ["grown", "new", "voted"]
+    assert changed_documents(rounds, pl.DataFrame(schema=DECISION_SCHEMA), pl.DataFrame(schema=DECISION_SCHEMA), round_id=3) == ["grown", "new"]
+
+
+def test_the_fingerprint_changes_with_what_scores_depend_on_only() -> None:
+    base = scoring_fingerprint(ScoringParams(), quorum=1, weigh_by_reliability=False)
+    assert base == scoring_fingerprint(ScoringParams(alpha=0.9, mu=0.01, lambda_r=0.0), quorum=1, weigh_by_reliability=False)
+    assert base != scoring_fingerprint(ScoringParams(w_contra=0.3), quorum=1, weigh_by_reliability=False)
+    assert base != scoring_fingerprint(ScoringParams(), quorum=2, weigh_by_reliability=False)
+    assert base != scoring_fingerprint(ScoringParams(), quorum=1, weigh_by_reliability=True)
