@@ -45,7 +45,7 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
 
     def work():
         # each document's latest scores and decisions: a document the round did not rescore keeps its own
-        scores = lake.query("SELECT doc_id, claim_id, status, priority, confidence FROM claim_status")
+        scores = lake.query("SELECT doc_id, claim_id, status, priority, confidence, reach, prior_distance FROM claim_status")
         decisions = latest_decisions(lake).select("doc_id", "claim_id", "n_confirm", "n_reject", "decision")
         votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))

@@ -86,15 +86,17 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
 def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan: ScoringPlan) -> int:
     """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
     arrived (weighted by ``plan.weights`` when set), promote and cascade, score; commit
-    decisions, new sources and edges, and scores (once), the stage row recording the scoring
-    settings' fingerprint."""
+    decisions, new sources and edges, scores and the Boundary claims' review inputs (once), the
+    stage row recording the scoring settings' fingerprint."""
     lake = open_lake(settings)
-    caches = []
+    caches, built = [], []
 
     def roles():
-        built, cache = roles_with_cache(settings, lake, round_id)
-        caches.append(cache)
-        return built
+        if not built:
+            roles_, cache = roles_with_cache(settings, lake, round_id)
+            built.append(roles_)
+            caches.append(cache)
+        return built[0]
 
     def work():
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
@@ -105,6 +107,7 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan
             "sources": s.promotion.sources.with_columns(round=at_round, name=pl.lit("verified claim")),
             "edges": s.new_edges.with_columns(round=at_round),
             "scores": s.scores.with_columns(round=at_round),
+            "review_inputs": s.review_inputs(roles).with_columns(round=at_round),
             "llm_calls": pl.concat([c.pending() for c in caches]) if caches else pl.DataFrame(),
         }
         return {k: v for k, v in tables.items() if v.width}, len(doc_ids), s.scores.height

@@ -13,31 +13,54 @@ from grace_core.models.failures import describe_failures
 from grace_core.models.roles import Embedder, VerifyRequest
 from grace_core.params import ScoringParams
 from grace_core.promotion import cascade_candidates, cascade_edges
-from grace_core.selection import review_cost
+from grace_core.reach import cascade_reach
+from grace_core.selection import prior_distance, review_cost
 
 VERDICT_COLUMNS = {"doc_id": pl.Utf8, "claim_id": pl.Utf8, "verdict": pl.Utf8, "note": pl.Utf8}
 
 
-def candidate_costs(
-    boundary: pl.DataFrame, priors: pl.DataFrame, roles: ModelRoles, params: ScoringParams, review_seconds: float
-) -> pl.DataFrame:
-    """Add ``cost`` (:func:`grace_core.selection.review_cost`) to boundary claims.
+REVIEW_INPUTS = {"reach": pl.Int64, "prior_distance": pl.Float64}
+"""What the selection needs of a Boundary claim besides its scores, fixed until its document is
+rescored: its cascade reach (:func:`grace_core.reach.cascade_reach`) and its embedding distance
+to the nearest prior unit (:func:`grace_core.selection.prior_distance`)."""
 
-    ``boundary``: ``doc_id, claim_id, text, priority, confidence``; ``priors``: ``doc_id, text``
-    of the prior knowledge to measure against. The flows pass the atomic claims of the priors
-    and the verified claims rather than whole passages: a sentence embedder reads only the
-    first few hundred tokens of a long section, so "nearest prior" is taken unit by unit.
-    Embeddings are computed per document.
-    """
+
+def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder) -> pl.DataFrame:
+    """``claims`` (``doc_id, claim_id, text``, …) with ``prior_distance``
+    (:func:`grace_core.selection.prior_distance`). ``priors``: ``doc_id, text`` of the prior
+    knowledge to measure against. The flows pass the atomic claims of the priors and the
+    verified claims rather than whole passages: a sentence embedder reads only the first few
+    hundred tokens of a long section, so "nearest prior" is taken unit by unit. Embeddings are
+    computed per document."""
     parts = []
-    for (doc_id,), rows in boundary.group_by("doc_id", maintain_order=True):
+    for (doc_id,), rows in claims.group_by("doc_id", maintain_order=True):
         prior_texts = priors.filter(pl.col("doc_id") == doc_id)["text"].to_list()
-        claim_emb = roles.embedder.embed(rows["text"].to_list())
-        prior_emb = roles.embedder.embed(prior_texts) if prior_texts else np.empty((0, claim_emb.shape[1]))
-        parts.append(rows.with_columns(cost=pl.Series(review_cost(claim_emb, prior_emb, params, review_seconds))))
+        claim_emb = embedder.embed(rows["text"].to_list())
+        prior_emb = embedder.embed(prior_texts) if prior_texts else np.empty((0, claim_emb.shape[1]))
+        parts.append(rows.with_columns(prior_distance=pl.Series(prior_distance(claim_emb, prior_emb), dtype=pl.Float64)))
     if not parts:
-        return boundary.with_columns(cost=pl.lit(None, pl.Float64))
+        return claims.with_columns(prior_distance=pl.lit(None, pl.Float64))
     return pl.concat(parts)
+
+
+def review_inputs(claims: pl.DataFrame, boundary: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder) -> pl.DataFrame:
+    """``claims`` (``doc_id, claim_id, text``, …) with :data:`REVIEW_INPUTS`: ``reach`` against
+    the Boundary claims of their documents (``boundary``: ``doc_id, claim_id, text``) and
+    ``prior_distance`` to ``priors`` (:func:`prior_distances`)."""
+    return prior_distances(cascade_reach(claims, boundary), priors, embedder)
+
+
+def with_cost(candidates: pl.DataFrame, params: ScoringParams, review_seconds: float) -> pl.DataFrame:
+    """``candidates`` (with ``prior_distance``) plus ``cost`` (:func:`grace_core.selection.review_cost`)."""
+    return candidates.with_columns(cost=pl.Series(review_cost(candidates["prior_distance"].to_numpy(), params, review_seconds), dtype=pl.Float64))
+
+
+def candidate_costs(
+    claims: pl.DataFrame, priors: pl.DataFrame, roles: ModelRoles, params: ScoringParams, review_seconds: float
+) -> pl.DataFrame:
+    """Add ``prior_distance`` and ``cost`` (:func:`grace_core.selection.review_cost`) to
+    ``claims`` (``doc_id, claim_id, text``, …), measured against ``priors`` (:func:`prior_distances`)."""
+    return with_cost(prior_distances(claims, priors, roles.embedder), params, review_seconds)
 
 
 def _unit_rows(m: np.ndarray) -> np.ndarray:

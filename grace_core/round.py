@@ -9,7 +9,7 @@ plus settings and the model roles (the judge for the cascade, the embedder for r
    (:func:`grace_core.review.judge_cascade`), then the scores (DESIGN §1–§4) of the state
    that results, with rejected claims Refuted for good;
 2. :func:`defer`: the Boundary claims not decided and not waiting on a reviewer, priced
-   (:func:`grace_core.review.candidate_costs`) and selected under the budget
+   (:func:`grace_core.review.with_cost`) and selected under the budget
    (:func:`grace_core.selection.select_for_review`);
 3. the round's metrics (:func:`grace_core.metrics.round_metrics`, and the lake's
    ``round_metrics`` view over the same persisted tables).
@@ -31,8 +31,8 @@ from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS, validate_edges
 from grace_core.models.factory import ModelRoles
 from grace_core.params import ScoringParams
 from grace_core.promotion import Promotion, promote
-from grace_core.reach import cascade_reach, selection_priority
-from grace_core.review import candidate_costs, judge_cascade
+from grace_core.reach import selection_priority
+from grace_core.review import REVIEW_INPUTS, judge_cascade, review_inputs, with_cost
 from grace_core.scoring import score_edges
 from grace_core.selection import select_for_review
 from grace_core.status import BOUNDARY
@@ -108,6 +108,17 @@ class Settlement:
     scores: pl.DataFrame
     state: RoundState
 
+    def review_inputs(self, roles: Callable[[], ModelRoles]) -> pl.DataFrame:
+        """``doc_id, claim_id`` and :data:`~grace_core.review.REVIEW_INPUTS` of every Boundary
+        claim of the settled scores (:func:`grace_core.review.review_inputs` against the
+        settled state's Boundary claims and prior units; ``roles()`` is called only when there
+        is one): what :func:`defer` would otherwise compute every round."""
+        keys = ["doc_id", "claim_id"]
+        boundary = self.scores.filter(pl.col("status") == BOUNDARY).select(keys).join(self.state.claim_texts(), on=keys)
+        if boundary.height == 0:
+            return pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, **REVIEW_INPUTS})
+        return review_inputs(boundary, boundary, self.state.prior_units(), roles().embedder).select(*keys, *REVIEW_INPUTS)
+
     @property
     def new_edges(self) -> pl.DataFrame:
         """Anchor edges of the promoted claims and the cascade's edges (:data:`EDGE_COLUMNS`)."""
@@ -154,11 +165,13 @@ def settle(
 def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: pl.DataFrame) -> pl.DataFrame:
     """The claims a round may defer: Boundary (with a priority), not decided for good
     (confirm or reject), not waiting on a reviewer (``busy``: ``doc_id, claim_id``); with
-    ``doc_id, claim_id, priority, confidence, text``."""
+    ``doc_id, claim_id, priority, confidence, text`` and the :data:`~grace_core.review.REVIEW_INPUTS`
+    of ``scores`` when it has them (else null)."""
     keys = ["doc_id", "claim_id"]
+    known = [pl.col(c) if c in scores.columns else pl.lit(None, t).alias(c) for c, t in REVIEW_INPUTS.items()]
     return (
         scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null())
-        .select("doc_id", "claim_id", "priority", "confidence")
+        .select("doc_id", "claim_id", "priority", "confidence", *known)
         .join(decided(decisions), on=keys, how="anti")
         .join(busy.select(keys), on=keys, how="anti")
         .join(texts.select("doc_id", "claim_id", "text"), on=keys)
@@ -173,11 +186,18 @@ def defer(
     pool's expected ``review_seconds``, credited for their cascade reach (their ``priority``
     becomes :func:`grace_core.reach.selection_priority`: the Boundary claims of ``scores`` a
     confirmation would ground) and selected under ``budget``; rows in selection order with
-    ``reach, cost, gain, rank``."""
+    ``reach, prior_distance, cost, gain, rank``.
+
+    A candidate's reach and prior distance come with ``scores`` when its document's scoring
+    stored them (:func:`grace_core.review.review_inputs`, fixed until the document is rescored);
+    the others are computed here by the same function."""
     boundary = scores.filter(pl.col("status") == BOUNDARY).select("doc_id", "claim_id").join(texts, on=["doc_id", "claim_id"])
-    candidates = cascade_reach(review_candidates(scores, decisions, busy, texts), boundary)
-    candidates = candidates.with_columns(priority=selection_priority(params.lambda_r))
-    return select_for_review(candidate_costs(candidates, prior_units, roles, params, review_seconds=review_seconds), budget)
+    candidates = review_candidates(scores, decisions, busy, texts)
+    missing = pl.any_horizontal(pl.col(c).is_null() for c in REVIEW_INPUTS)
+    fresh = review_inputs(candidates.filter(missing).drop(*REVIEW_INPUTS), boundary, prior_units, roles.embedder)
+    candidates = pl.concat([candidates.filter(~missing), fresh.select(candidates.columns)])
+    candidates = with_cost(candidates.with_columns(priority=selection_priority(params.lambda_r)), params, review_seconds)
+    return select_for_review(candidates, budget)
 
 
 def cascaded(before: pl.DataFrame, after: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:

@@ -9,25 +9,32 @@ import polars as pl
 from grace_core.params import ScoringParams
 
 
-def review_cost(claim_emb: np.ndarray, prior_emb: np.ndarray, params: ScoringParams, review_seconds: float) -> np.ndarray:
-    r"""Cost of sending each claim of one document to review:
+def prior_distance(claim_emb: np.ndarray, prior_emb: np.ndarray) -> np.ndarray:
+    r"""Embedding distance of each claim of one document to its nearest prior:
 
-    .. math:: Cost(c) = \max\bigl(\varepsilon,\ \min_{p \in P} (1 - \cos(e_c, e_p))\bigr) + \mu\, t(c)
+    .. math:: d(c) = \min_{p \in P} \bigl(1 - \cos(e_c, e_p)\bigr)
 
     ``claim_emb`` (m × d) and ``prior_emb`` (p × d) are embeddings of the document's claims and
-    priors; ``review_seconds`` is t(c), the expected seconds per claim of the reviewer pool
-    (0 for an automatic verifier). A document without priors has embedding distance 1 (as for
-    orthogonal texts).
+    priors. A document without priors has distance 1 (as for orthogonal texts).
     """
     claim_emb = np.asarray(claim_emb, dtype=float)
     if len(prior_emb) == 0:
-        dist = np.ones(len(claim_emb))
-    else:
-        a = claim_emb / np.maximum(np.linalg.norm(claim_emb, axis=1, keepdims=True), 1e-12)
-        p = np.asarray(prior_emb, dtype=float)
-        p = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
-        dist = (1.0 - a @ p.T).min(axis=1)
-    return np.maximum(params.epsilon, dist) + params.mu * review_seconds
+        return np.ones(len(claim_emb))
+    a = claim_emb / np.maximum(np.linalg.norm(claim_emb, axis=1, keepdims=True), 1e-12)
+    p = np.asarray(prior_emb, dtype=float)
+    p = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    return (1.0 - a @ p.T).min(axis=1)
+
+
+def review_cost(distance: np.ndarray, params: ScoringParams, review_seconds: float) -> np.ndarray:
+    r"""Cost of sending each claim to review (DESIGN §4), from its :func:`prior_distance` d(c):
+
+    .. math:: Cost(c) = \max\bigl(\varepsilon,\ d(c)\bigr) + \mu\, t(c)
+
+    ``review_seconds`` is t(c), the expected seconds per claim of the reviewer pool (0 for an
+    automatic verifier).
+    """
+    return np.maximum(params.epsilon, np.asarray(distance, dtype=float)) + params.mu * review_seconds
 
 
 def deferral_gain() -> pl.Expr:

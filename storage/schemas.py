@@ -45,6 +45,12 @@ and the judge's ``call_key``.
 ``scores`` (by round): the columns of :data:`grace_core.scoring.SCORE_COLUMNS` plus ``round``.
 Scoring is per document, so a document scored in a round has rows for all its claims there.
 
+``review_inputs`` (by round, written with the ``scores`` of the same scoring): for each
+Boundary claim, what the selection needs besides its scores and what stays fixed until its
+document is rescored (:data:`grace_core.review.REVIEW_INPUTS`): ``reach`` (the Boundary claims
+a confirmation would ground) and ``prior_distance`` (embedding distance to the nearest prior
+unit, the variable part of the review cost). ``claim_status`` shows them beside the scores.
+
 ``deferrals`` (by round): claims sent to review. One row per claim and assigned reviewer
 (overlap > 1 gives several rows): ``priority, confidence, cost, gain, rank`` from the
 selection, ``deadline`` (null: none) and ``created_at``.
@@ -176,6 +182,10 @@ TABLES: dict[str, TableSpec] = {
             _req("novelty", pa.float64()), _opt("novelty_norm", pa.float64()),
             _opt("priority", pa.float64()), _req("confidence", pa.float64()), _req(ROUND, pa.int32()),
         ], partitioned=True, key=("doc_id", "claim_id", ROUND), status=STATUSES),
+        _spec("review_inputs", [
+            _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()),
+            _req("reach", pa.int64()), _req("prior_distance", pa.float64()),
+        ], partitioned=True, key=("doc_id", "claim_id", ROUND)),
         _spec("deferrals", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()), _req("reviewer", pa.string()),
             _req("priority", pa.float64()), _req("confidence", pa.float64()), _req("cost", pa.float64()),
@@ -224,7 +234,7 @@ TABLES: dict[str, TableSpec] = {
 
 
 WRITE_ORDER: tuple[str, ...] = (
-    "documents", "llm_calls", "questions", "edges", "sources", "claims", "scores", "audits", "deferrals", "verdicts",
+    "documents", "llm_calls", "questions", "edges", "sources", "claims", "review_inputs", "scores", "audits", "deferrals", "verdicts",
     "decisions", "queries", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A

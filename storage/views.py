@@ -12,8 +12,9 @@ none aggregates votes itself.
   and the ``outcome`` (confirm | reject | abstain | pending) of ``latest_decisions``, with
   ``decided_round`` (the settle step it comes from).
 - ``claim_status``: the latest status and scores of every scored claim, with its review
-  ``decision`` (null when never voted on). Scoring is per document, so a claim's latest row
-  is its row in the latest round its document was scored.
+  ``decision`` (null when never voted on) and, for a Boundary claim, the ``reach`` and
+  ``prior_distance`` its scoring stored (table ``review_inputs``). Scoring is per document, so
+  a claim's latest row is its row in the latest round its document was scored.
 - ``claim_texts``: one row per unique claim: its text, first round, number of sources it was
   decomposed from and ``from_response`` (decomposed from some sampled response). Join it to
   ``claim_status`` ``USING (doc_id, claim_id)`` when the text is wanted (kept apart so status
@@ -96,10 +97,11 @@ DERIVED_VIEWS: dict[str, str] = {
         WITH latest AS (SELECT doc_id, max(round) AS round FROM scores GROUP BY doc_id)
         SELECT s.doc_id, s.claim_id, s.status, s.round AS scored_round, s.confidence, s.priority,
                s.closeness, s.closeness_norm, s.betweenness, s.novelty, s.in_prior, s.contradicted, s.rejected,
-               d.decision
+               d.decision, r.reach, r.prior_distance
         FROM scores s
         JOIN latest l ON l.doc_id = s.doc_id AND l.round = s.round
         LEFT JOIN latest_decisions d ON d.doc_id = s.doc_id AND d.claim_id = s.claim_id
+        LEFT JOIN review_inputs r ON r.doc_id = s.doc_id AND r.claim_id = s.claim_id AND r.round = s.round
     """,
     "claim_texts": """
         SELECT doc_id, claim_id, arg_min(text, round) AS text, min(round) AS first_round,

@@ -15,7 +15,7 @@ from grace_core.decisions import decide
 from grace_core.promotion import cascade_candidates, cascade_edges, promote
 from grace_core.retrieval import passage_closeness, retrieval_scores, top_passages
 from grace_core.scoring import score_edges
-from grace_core.selection import review_cost, select_for_review
+from grace_core.selection import prior_distance, review_cost, select_for_review
 
 P = ScoringParams()
 
@@ -23,10 +23,10 @@ P = ScoringParams()
 def test_review_cost_is_nearest_prior_distance_floored_plus_time() -> None:
     claims = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     priors = np.array([[1.0, 0.0], [1.0, 1.0]])
-    cost = review_cost(claims, priors, P, review_seconds=30.0)
+    cost = review_cost(prior_distance(claims, priors), P, review_seconds=30.0)
     # nearest-prior distances 0 (→ ε), 1 − 1/√2, 0 (→ ε); plus μ·t = 0.002 · 30 = 0.06 (DESIGN §4)
     assert cost == pytest.approx([0.01 + 0.06, 1 - 2 ** -0.5 + 0.06, 0.01 + 0.06])
-    assert review_cost(claims, np.empty((0, 2)), P, review_seconds=0.0) == pytest.approx([1.0, 1.0, 1.0])
+    assert review_cost(prior_distance(claims, np.empty((0, 2))), P, review_seconds=0.0) == pytest.approx([1.0, 1.0, 1.0])
 
 
 def cand(rows: list[tuple[str, float, float, float]]) -> pl.DataFrame:

@@ -40,6 +40,10 @@ def test_a_round_rescores_only_the_documents_that_changed(tmp_path: Path, monkey
 
     score_round(ScoreParams(round_id=1, lake=root))
     assert scored_by_round(lake) == {1: ["d1", "d2"]}
+    # each Boundary claim's review inputs are stored with its scores, for the dispatch to read
+    boundary = lake.query("SELECT doc_id, claim_id, reach, prior_distance FROM claim_status WHERE status = 'boundary'")
+    assert boundary.height > 0 and boundary["reach"].null_count() == 0 and boundary["prior_distance"].null_count() == 0
+    assert lake.read("review_inputs").height == boundary.height
 
     # nothing changed: nothing is rescored, yet the round has its metrics row, equal to round 1's
     metrics = score_round(ScoreParams(round_id=2, lake=root))
