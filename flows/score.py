@@ -60,7 +60,9 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
         scored AS (SELECT doc_id, max(round) AS scored_round FROM scores GROUP BY doc_id)
         SELECT g.doc_id, g.grown_round, s.scored_round FROM grown g LEFT JOIN scored s USING (doc_id)
     """)
-    scorings = lake.read("rounds", columns=["round", "stage", "finished_at", "detail_json"]).filter(pl.col("stage") == "score")
+    # the settings of the last scoring before this round (a re-run of this round compares with the same)
+    scorings = lake.read("rounds", columns=["round", "stage", "finished_at", "detail_json"]).filter(
+        (pl.col("stage") == "score") & (pl.col("round") < round_id))
     last = scorings.sort("round", "finished_at").tail(1)["detail_json"].to_list()
     if rescore_all or (last and json.loads(last[0] or "{}").get("scoring") != fingerprint):
         rounds = rounds.with_columns(scored_round=pl.when(pl.col("scored_round") == round_id).then(round_id))
