@@ -5,6 +5,7 @@ task; parallelism is across tasks) → scores and statuses — with the round's 
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import NamedTuple
 
 import polars as pl
@@ -174,8 +175,12 @@ def score_round(params: ScoreParams) -> list[dict]:
     logger = get_run_logger()
     plan = plan_scoring(settings, params.round_id, bool(params.rescore_all))
     doc_ids, n = plan.doc_ids, settings.score_docs_per_task
-    futures = [score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], plan) for i in range(0, len(doc_ids), n)]
-    scored = sum(f.result() for f in futures)
+    scored, running = 0, deque()
+    for i in range(0, len(doc_ids), n):  # at most score_tasks_at_once chunks in memory at a time
+        if len(running) == settings.score_tasks_at_once:
+            scored += running.popleft().result()
+        running.append(score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], plan))
+    scored += sum(f.result() for f in running)
     if not doc_ids:
         record_unchanged(settings, params.round_id, plan)
     logger.info("round %d: scored %d claims of %d changed documents (%d documents have claims; the others keep their scores)",
