@@ -19,6 +19,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 QASPER_SAMPLE = FIXTURES / "qasper_dev_sample.jsonl"
 QUALITY_SAMPLE = FIXTURES / "quality_dev_sample.jsonl"
 SHARED_DATA = REPO.parent / "shared" / "data"
+MODEL_TESTS = REPO / "tests" / "models"
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +44,40 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test on the moto S3 server is an integration test: marked ``slow`` (out of the fast
-    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures."""
+    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures.
+
+    With pytest-xdist (``--dist loadgroup``, as ``./dev test`` runs the fast lane), the tests that
+    load the packaged offline models (those of tests/models and any marked ``offline_models``)
+    share one worker, so that only one process pays for importing torch and loading the model."""
+    grouping = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if "s3_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+        if grouping and (item.path.is_relative_to(MODEL_TESTS) or item.get_closest_marker("offline_models")):
+            item.add_marker(pytest.mark.xdist_group("offline-models"))
+
+
+# Reliability tallies (tests/reliability/conftest.py) of pytest-xdist workers, summed by the
+# controller, which runs no test itself, and printed at the end like a one-process run prints its own.
+WORKER_TALLIES: dict[str, dict[str, int]] = {}
+
+
+def tally_line(group: str, counts: dict[str, int]) -> str:
+    """The end-of-run line of one group of reliability probes."""
+    return f"reliability {group}: " + ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in counts.items())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist: add the tallies a worker hands over when it finishes."""
+    for group, counts in getattr(node, "workeroutput", {}).get("reliability_tallies", {}).items():
+        total = WORKER_TALLIES.setdefault(group, dict.fromkeys(counts, 0))
+        for name, n in counts.items():
+            total[name] += n
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for group, counts in sorted(WORKER_TALLIES.items()):
+        terminalreporter.write_line(tally_line(group, counts))

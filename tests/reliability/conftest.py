@@ -5,11 +5,12 @@ the tally only counts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import pytest
 
+from tests.conftest import tally_line
 from tests.storage.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
 
 
@@ -39,8 +40,14 @@ def tally() -> Callable[[str], Tally]:
     return lambda group: TALLIES.setdefault(group, Tally())
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker, hand this process's tallies to the controller (tests/conftest.py
+    sums and prints them)."""
+    handover = getattr(session.config, "workeroutput", None)
+    if handover is not None:
+        handover["reliability_tallies"] = {group: asdict(t) for group, t in TALLIES.items()}
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     for group, t in sorted(TALLIES.items()):
-        terminalreporter.write_line(
-            f"reliability {group}: " + ", ".join(f"{f.name.replace('_', ' ')} {getattr(t, f.name)}" for f in fields(t))
-        )
+        terminalreporter.write_line(tally_line(group, asdict(t)))
