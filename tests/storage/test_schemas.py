@@ -13,9 +13,10 @@ from grace_core.errors import InvalidTable
 from grace_core.decisions import VERDICTS
 from grace_core.scoring import SCORE_COLUMNS
 from grace_core.status import STATUSES
+from grace_core.review import REVIEW_INPUTS
 from storage.schemas import TABLES, conform
 
-PER_ROUND = {"sources", "claims", "edges", "scores", "audits", "deferrals", "verdicts", "decisions", "queries", "rounds", "llm_calls"}
+PER_ROUND = {"sources", "claims", "edges", "scores", "review_inputs", "audits", "deferrals", "verdicts", "decisions", "queries", "rounds", "llm_calls"}
 
 
 def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:
@@ -29,6 +30,7 @@ def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:
 
 def test_tables_agree_with_the_domain_core() -> None:
     assert TABLES["scores"].schema.names == [*SCORE_COLUMNS, "round"]
+    assert TABLES["review_inputs"].schema.names == ["doc_id", "claim_id", "round", *REVIEW_INPUTS]
     assert set(EDGE_COLUMNS) <= set(TABLES["edges"].schema.names)
     assert TABLES["edges"].allowed == {"source_kind": SOURCE_KINDS, "label": LABELS}
     assert TABLES["scores"].allowed["status"] == STATUSES
