@@ -128,14 +128,23 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(lake_config: Lake
     units, kills, rng = 10, 0, random.Random(12)
     cmd = [*WRITER, "units", lake_config.model_dump_json(), "run", str(units)]
     while True:
-        child = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL)
-        try:
-            child.wait(timeout=rng.uniform(1.5, 4.5) if kills < 6 else 300)
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=30)
-            kills += 1
-            continue
+        child = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        if kills < 6:
+            # kill at a random moment of the run, whatever the machine's speed: after 1 to 3 more units
+            # have committed (the writer prints UNIT i after each), within the next unit's commit
+            let_commit, committed = rng.randint(1, 3), 0
+            for line in child.stdout:
+                committed += line.startswith("UNIT ")
+                if committed >= let_commit:
+                    break
+            time.sleep(rng.uniform(0.0, 0.4))
+            if child.poll() is None:
+                child.send_signal(signal.SIGKILL)
+                child.wait(timeout=30)
+                child.stdout.close()
+                kills += 1
+                continue
+        child.communicate(timeout=300)
         assert child.returncode == 0
         break
     lake = Lake.open(lake_config)
