@@ -176,9 +176,16 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
             page.locator(".schema-form-property textarea").first.fill(str(batch))
             shot("02-ingest-run-form")
             page.get_by_role("button", name="Submit").click()
-            deadline = time.monotonic() + 60
+            # the UI posts once; when the server was busy (a 503 while SQLite is locked) it shows an
+            # error and stays on the form, and a person clicks Submit again: so does the test, once
+            started, again = time.monotonic(), False
             while not (runs := api.runs_of("ingest_batch/ingest-batch")):
-                assert time.monotonic() < deadline, "the Run form created no flow run"
+                waited = time.monotonic() - started
+                if not again and waited > 20 and page.get_by_role("button", name="Submit").count():
+                    shot("02b-ingest-run-form-again")
+                    page.get_by_role("button", name="Submit").click()
+                    again = True
+                assert waited < 90, f"the Run form created no flow run; the page says: {page.locator('body').inner_text()[-800:]}"
                 time.sleep(0.5)
             ingested = api.wait_for(runs[0]["id"], "Completed", timeout=300, log=serve_log)
             assert ingested["parameters"] == {"params": {"batch": str(batch)}}  # empty overrides left out, not nulls
