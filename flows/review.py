@@ -16,7 +16,7 @@ from flows.queries import recheck_queries
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
-from flows.verdicts import assignments, claim_texts, document_texts, ingest_verdict_file, latest_decisions, prior_units, write_packets
+from flows.verdicts import LakeTexts, assignments, document_texts, ingest_verdict_file, latest_decisions, write_packets
 from grace_core.adjudication import adjudication_assignments, check_adjudicator, split_claims
 from grace_core.audit import audit_claims, interleave
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
@@ -50,12 +50,12 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
         votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
         roles, cache = roles_with_cache(settings, lake, round_id)
-        busy, texts, priors = busy_claims(assignments(lake, now)), claim_texts(lake), prior_units(lake)
+        busy, texts = busy_claims(assignments(lake, now)), LakeTexts(lake)
         splits = split_claims(decisions, votes, busy, settings.adjudicator) if settings.adjudicator else busy.head(0)
         busy = pl.concat([busy, splits])  # a split claim goes to the adjudicator only
-        chosen = defer(scores, decisions, busy, texts, priors, roles, settings, budget=settings.budget, review_seconds=seconds)
+        chosen = defer(scores, decisions, busy, texts, roles, settings, budget=settings.budget, review_seconds=seconds)
         responses = lake.read("claims", columns=["doc_id", "claim_id", "source_kind"]).filter(pl.col("source_kind") == "response")
-        audits = audit_claims(scores, decisions, busy, lake.read("audits", columns=["doc_id", "claim_id"]), responses, texts, priors, roles,
+        audits = audit_claims(scores, decisions, busy, lake.read("audits", columns=["doc_id", "claim_id"]), responses, texts, roles,
                               settings, settings, round_id=round_id, review_seconds=seconds)
         chosen = interleave(chosen, audits, f"audit:{round_id}")  # reviewers cannot tell audits from deferrals
         assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes)
@@ -84,7 +84,8 @@ def verify_deferred(settings: GraceSettings, round_id: int, now: datetime) -> di
     def work():
         deferred = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "reviewer"]).filter(pl.col("reviewer") == VERIFIER)
         roles, cache = roles_with_cache(settings, lake, round_id)
-        verdicts = verify_claims(deferred.join(claim_texts(lake), on=["doc_id", "claim_id"]), document_texts(lake), roles)
+        docs = deferred["doc_id"].unique().sort().to_list()
+        verdicts = verify_claims(deferred.join(LakeTexts(lake).claim_texts(docs), on=["doc_id", "claim_id"]), document_texts(lake, docs), roles)
         rows = verdicts.select(
             "doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), pl.lit(VERIFIER).alias("reviewer"), "verdict",
             "note", pl.lit(VERIFIER).alias("channel"), pl.lit(now).alias("created_at"),

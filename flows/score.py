@@ -71,6 +71,14 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
     return ScoringPlan(doc_ids, rounds.height, weights, fingerprint)
 
 
+def score_chunks(doc_ids: list[str], per_task: int, at_once: int) -> list[list[str]]:
+    """``doc_ids`` in chunks of at most ``per_task``, and in at least ``at_once`` chunks of
+    (nearly) equal size when there are that many documents: an incremental round's few changed
+    documents are spread over the tasks that run at once (one core each), not left to one."""
+    size = max(1, min(per_task, -(-len(doc_ids) // at_once)))
+    return [doc_ids[i:i + size] for i in range(0, len(doc_ids), size)]
+
+
 def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
     """The state of ``doc_ids`` as of ``round_id`` (:class:`grace_core.round.RoundState`),
     read by key from the lake: their graph sources, claims, edges and every vote on them."""
@@ -174,12 +182,12 @@ def score_round(params: ScoreParams) -> list[dict]:
     settings = params.settings()
     logger = get_run_logger()
     plan = plan_scoring(settings, params.round_id, bool(params.rescore_all))
-    doc_ids, n = plan.doc_ids, settings.score_docs_per_task
+    doc_ids = plan.doc_ids
     scored, running = 0, deque()
-    for i in range(0, len(doc_ids), n):  # at most score_tasks_at_once chunks in memory at a time
-        if len(running) == settings.score_tasks_at_once:
+    for chunk in score_chunks(doc_ids, settings.score_docs_per_task, settings.score_tasks_at_once):
+        if len(running) == settings.score_tasks_at_once:  # at most score_tasks_at_once chunks in memory at a time
             scored += running.popleft().result()
-        running.append(score_chunk.submit(settings, params.round_id, doc_ids[i:i + n], plan))
+        running.append(score_chunk.submit(settings, params.round_id, chunk, plan))
     scored += sum(f.result() for f in running)
     if not doc_ids:
         record_unchanged(settings, params.round_id, plan)

@@ -12,10 +12,12 @@ added to, never changed.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.dataset as ds
 
 from grace_core.assignment import VERIFIER, open_assignments
@@ -42,23 +44,40 @@ def latest_decisions(lake: Lake) -> pl.DataFrame:
     return rows.filter(pl.col("round") == pl.col("round").max().over("doc_id")).drop("round")
 
 
-def claim_texts(lake: Lake) -> pl.DataFrame:
-    """One text per (doc_id, claim_id): the first decomposition's."""
-    return round_claim_texts(lake.read("claims", columns=["doc_id", "claim_id", "round", "text"]))
+def _of(doc_ids: Sequence[str] | None, condition: ds.Expression | None = None) -> ds.Expression | None:
+    """``condition`` and, when ``doc_ids`` is given, ``doc_id`` among them (None: every row)."""
+    docs = None if doc_ids is None else ds.field("doc_id").isin(pa.array(list(doc_ids), pa.string()))  # typed: [] is a null array
+    if docs is None or condition is None:
+        return docs if condition is None else condition
+    return docs & condition
 
 
-def document_texts(lake: Lake) -> pl.DataFrame:
-    """The whole text of each document: its passages in order, with their names."""
-    passages = lake.read("sources", rounds=[0], columns=["doc_id", "name", "ord", "text"])
+@dataclass(frozen=True)
+class LakeTexts:
+    """The lake's claim texts and prior units, read by document (a
+    :class:`grace_core.round.DocumentTexts`): a dispatch reads those of the claims it prices
+    and shows, never every claim of the lake."""
+
+    lake: Lake
+
+    def claim_texts(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """One text per (doc_id, claim_id) of ``doc_ids``: the first decomposition's."""
+        return round_claim_texts(self.lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], filter=_of(doc_ids)))
+
+    def prior_units(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """``doc_id, text`` of what counts as prior knowledge in ``doc_ids`` (:func:`grace_core.round.prior_units`)."""
+        return round_prior_units(
+            self.lake.read("claims", columns=["doc_id", "source_kind", "text"], filter=_of(doc_ids, ds.field("source_kind") == "prior")),
+            self.lake.read("sources", columns=["doc_id", "source_kind", "text"], filter=_of(doc_ids, ds.field("source_kind") == "verified")),
+        )
+
+
+def document_texts(lake: Lake, doc_ids: Sequence[str]) -> pl.DataFrame:
+    """The whole text of each of ``doc_ids``: its passages in order, with their names."""
+    passages = lake.read("sources", rounds=[0], columns=["doc_id", "name", "ord", "text"], filter=_of(doc_ids))
     return passages.sort("doc_id", "ord").group_by("doc_id", maintain_order=True).agg(
         text=pl.concat_str([pl.col("name").fill_null(""), pl.col("text")], separator="\n").str.join("\n\n")
     )
-
-
-def prior_units(lake: Lake) -> pl.DataFrame:
-    """``doc_id, text`` of what counts as prior knowledge (:func:`grace_core.round.prior_units`)."""
-    return round_prior_units(lake.read("claims", columns=["doc_id", "source_kind", "text"]),
-                             lake.read("sources", columns=["doc_id", "source_kind", "text"]))
 
 
 def assignments(lake: Lake, now: datetime) -> pl.DataFrame:
@@ -100,9 +119,10 @@ def review_context(lake: Lake, roles: ModelRoles, rows: pl.DataFrame) -> pl.Data
     ``verdict, seconds_spent, note`` for the reviewer to fill in. Once the lake audits
     (:mod:`grace_core.audit`), review is blind: status and confidence are left empty for every
     claim, so an audited Grounded or Refuted claim looks like any deferred one."""
-    docs = rows["doc_id"].unique().to_list()
-    texts = claim_texts(lake).join(rows.select("doc_id", "claim_id").unique(), on=["doc_id", "claim_id"], how="semi")
-    priors = prior_units(lake).filter(pl.col("doc_id").is_in(docs))
+    docs = rows["doc_id"].unique().sort().to_list()
+    lake_texts = LakeTexts(lake)
+    texts = lake_texts.claim_texts(docs).join(rows.select("doc_id", "claim_id").unique(), on=["doc_id", "claim_id"], how="semi")
+    priors = lake_texts.prior_units(docs)
     return (
         rows.drop("confidence")
         .join(texts.rename({"text": "claim"}), on=["doc_id", "claim_id"], how="left")

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from grace_core.models.factory import ModelRoles
 from grace_core.params import ScoringParams
 from grace_core.review import candidate_costs
+from grace_core.round import DocumentTexts
 from grace_core.status import GROUNDED, REFUTED
 
 AUDITED_STATUSES = (GROUNDED, REFUTED)
@@ -105,7 +106,7 @@ def within_budget(sample: pl.DataFrame, budget: float) -> pl.DataFrame:
 
 def audit_claims(
     scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, audited: pl.DataFrame, response_claims: pl.DataFrame,
-    texts: pl.DataFrame, prior_units: pl.DataFrame, roles: ModelRoles, params: ScoringParams, config: AuditConfig, *,
+    texts: DocumentTexts, roles: ModelRoles, params: ScoringParams, config: AuditConfig, *,
     round_id: int, review_seconds: float,
 ) -> pl.DataFrame:
     """The round's audit claims: for each audited status its :func:`stratified_sample` of
@@ -113,21 +114,22 @@ def audit_claims(
     a deferral (:func:`grace_core.review.candidate_costs`), the statuses alternating, then
     :func:`within_budget` of ``config.audit_budget``. Returns ``doc_id, claim_id, status,
     priority`` (0: not chosen for value), ``confidence, text, cost, gain`` (0) in sample order.
-    ``scores``: the round's settled scores; ``texts``: ``doc_id, claim_id, text``; the other
-    tables as :func:`audit_pool` and :func:`grace_core.review.candidate_costs` take them."""
+    ``scores``: the round's settled scores; ``texts``: the claim texts and prior units, asked
+    for the sampled claims' documents only; the other tables as :func:`audit_pool` takes them."""
     parts = []
     for status in AUDITED_STATUSES:
         pool = audit_pool(scores, status, decisions, busy, audited, response_claims)
         sample = stratified_sample(pool, config.audit_size(status), f"audit:{round_id}:{status}")
         parts.append(
             sample.join(scores.select(*KEYS, "confidence"), on=KEYS, how="left")
-            .join(texts.select(*KEYS, "text"), on=KEYS, how="left")
             .with_columns(status=pl.lit(status), priority=pl.lit(0.0), _turn=pl.int_range(0, pl.len()), _status=pl.lit(len(parts)))
         )
     sample = pl.concat(parts).sort("_turn", "_status").drop("_turn", "_status")
+    docs = sample["doc_id"].unique().sort().to_list()
+    sample = sample.join(texts.claim_texts(docs).select(*KEYS, "text"), on=KEYS, how="left", maintain_order="left")
     if sample.height == 0:
         return sample.with_columns(cost=pl.lit(None, pl.Float64), gain=pl.lit(None, pl.Float64))
-    costed = candidate_costs(sample, prior_units, roles, params, review_seconds=review_seconds)
+    costed = candidate_costs(sample, texts.prior_units(docs), roles, params, review_seconds=review_seconds)
     order = sample.select(KEYS).with_row_index("_order")
     costed = costed.join(order, on=KEYS).sort("_order").drop("_order")  # candidate_costs groups by document
     return within_budget(costed, config.audit_budget).with_columns(gain=pl.lit(0.0)).select(

@@ -21,8 +21,9 @@ Nothing else decides, promotes, cascades or defers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import polars as pl
 
@@ -59,6 +60,24 @@ def prior_units(claims: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
     ]).unique(maintain_order=True)
 
 
+class DocumentTexts(Protocol):
+    """Claim texts and prior units by document, asked for only where a claim is priced or shown
+    (a round's dispatch prices a few claims of a large lake): a :class:`RoundState` has them in
+    memory; the flows read them from the lake by key."""
+
+    def claim_texts(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """:func:`claim_texts` of the claims of ``doc_ids`` (every document when None)."""
+        ...
+
+    def prior_units(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """:func:`prior_units` of ``doc_ids`` (every document when None)."""
+        ...
+
+
+def _of(frame: pl.DataFrame, doc_ids: Sequence[str] | None) -> pl.DataFrame:
+    return frame if doc_ids is None else frame.filter(pl.col("doc_id").is_in(list(doc_ids)))
+
+
 @dataclass(frozen=True)
 class RoundState:
     """What a round reads of a chunk of documents.
@@ -77,13 +96,13 @@ class RoundState:
     edges: pl.DataFrame
     votes: pl.DataFrame
 
-    def claim_texts(self) -> pl.DataFrame:
-        """:func:`claim_texts` of this state's claims."""
-        return claim_texts(self.claims)
+    def claim_texts(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """:func:`claim_texts` of this state's claims (of ``doc_ids`` when given): a :class:`DocumentTexts`."""
+        return claim_texts(_of(self.claims, doc_ids))
 
-    def prior_units(self) -> pl.DataFrame:
-        """:func:`prior_units` of this state."""
-        return prior_units(self.claims, self.sources)
+    def prior_units(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """:func:`prior_units` of this state (of ``doc_ids`` when given)."""
+        return prior_units(_of(self.claims, doc_ids), _of(self.sources, doc_ids))
 
     def with_promotion(self, new_sources: pl.DataFrame, new_edges: pl.DataFrame) -> RoundState:
         """The state after adding promoted sources and their (cascade) edges."""
@@ -162,10 +181,10 @@ def settle(
     return Settlement(decisions, promotion, cascade, score_state(grown, params, rejected, origin), grown)
 
 
-def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: pl.DataFrame) -> pl.DataFrame:
+def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
     """The claims a round may defer: Boundary (with a priority), not decided for good
     (confirm or reject), not waiting on a reviewer (``busy``: ``doc_id, claim_id``); with
-    ``doc_id, claim_id, priority, confidence, text`` and the :data:`~grace_core.review.REVIEW_INPUTS`
+    ``doc_id, claim_id, priority, confidence`` and the :data:`~grace_core.review.REVIEW_INPUTS`
     of ``scores`` when it has them (else null)."""
     keys = ["doc_id", "claim_id"]
     known = [pl.col(c) if c in scores.columns else pl.lit(None, t).alias(c) for c, t in REVIEW_INPUTS.items()]
@@ -174,30 +193,36 @@ def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.Da
         .select("doc_id", "claim_id", "priority", "confidence", *known)
         .join(decided(decisions), on=keys, how="anti")
         .join(busy.select(keys), on=keys, how="anti")
-        .join(texts.select("doc_id", "claim_id", "text"), on=keys)
     )
 
 
 def defer(
-    scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: pl.DataFrame, prior_units: pl.DataFrame,
-    roles: ModelRoles, params: ScoringParams, *, budget: float, review_seconds: float,
+    scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: DocumentTexts, roles: ModelRoles,
+    params: ScoringParams, *, budget: float, review_seconds: float,
 ) -> pl.DataFrame:
     """The round's deferrals (DESIGN §4): :func:`review_candidates` priced with the reviewer
     pool's expected ``review_seconds``, credited for their cascade reach (their ``priority``
     becomes :func:`grace_core.reach.selection_priority`: the Boundary claims of ``scores`` a
     confirmation would ground) and selected under ``budget``; rows in selection order with
-    ``reach, prior_distance, cost, gain, rank``.
+    ``reach, prior_distance, cost, gain, rank`` and the claim's ``text``.
 
     A candidate's reach and prior distance come with ``scores`` when its document's scoring
     stored them (:func:`grace_core.review.review_inputs`, fixed until the document is rescored);
-    the others are computed here by the same function."""
-    boundary = scores.filter(pl.col("status") == BOUNDARY).select("doc_id", "claim_id").join(texts, on=["doc_id", "claim_id"])
-    candidates = review_candidates(scores, decisions, busy, texts)
+    the others are computed here by the same function, from ``texts`` of their documents only
+    (the claim texts of the chosen claims are the only others asked for)."""
+    keys = ["doc_id", "claim_id"]
+    candidates = review_candidates(scores, decisions, busy)
     missing = pl.any_horizontal(pl.col(c).is_null() for c in REVIEW_INPUTS)
-    fresh = review_inputs(candidates.filter(missing).drop(*REVIEW_INPUTS), boundary, prior_units, roles.embedder)
-    candidates = pl.concat([candidates.filter(~missing), fresh.select(candidates.columns)])
+    unpriced = candidates.filter(missing)
+    if unpriced.height:
+        docs = unpriced["doc_id"].unique().sort().to_list()
+        claim_text = texts.claim_texts(docs)
+        boundary = scores.filter((pl.col("status") == BOUNDARY) & pl.col("doc_id").is_in(docs)).select(keys).join(claim_text, on=keys)
+        fresh = review_inputs(unpriced.drop(*REVIEW_INPUTS).join(claim_text, on=keys), boundary, texts.prior_units(docs), roles.embedder)
+        candidates = pl.concat([candidates.filter(~missing), fresh.select(candidates.columns)])
     candidates = with_cost(candidates.with_columns(priority=selection_priority(params.lambda_r)), params, review_seconds)
-    return select_for_review(candidates, budget)
+    chosen = select_for_review(candidates, budget)
+    return chosen.join(texts.claim_texts(chosen["doc_id"].unique().sort().to_list()), on=keys, how="left", maintain_order="left")
 
 
 def cascaded(before: pl.DataFrame, after: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:

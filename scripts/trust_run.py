@@ -65,11 +65,10 @@ def run_paper(batch, doc_id: str, roles, params: ScoringParams, audit: AuditConf
         state = graph.state()
         false = set(hallucinated_claims(pl.concat(corruptions), roles).select(KEYS).iter_rows())
         response_claims = graph.response_claims()
-        chosen = defer(opening.scores, opening.decisions, NO_CLAIMS, state.claim_texts(), state.prior_units(), roles, params,
-                       budget=budget, review_seconds=0.0)
+        chosen = defer(opening.scores, opening.decisions, NO_CLAIMS, state, roles, params, budget=budget, review_seconds=0.0)
         audited_before = pl.DataFrame([(x["doc_id"], x["claim_id"]) for x in records if x["kind"] == "audit"], schema=NO_CLAIMS.schema, orient="row")
-        audits = audit_claims(opening.scores, opening.decisions, NO_CLAIMS, audited_before.select(KEYS), response_claims, state.claim_texts(),
-                              state.prior_units(), roles, params, audit, round_id=r, review_seconds=0.0)
+        audits = audit_claims(opening.scores, opening.decisions, NO_CLAIMS, audited_before.select(KEYS), response_claims, state, roles,
+                              params, audit, round_id=r, review_seconds=0.0)
         items = pl.concat([chosen.select(*KEYS, "text").with_columns(kind=pl.lit("deferral"), status=pl.lit("boundary")),
                            audits.select(*KEYS, "text", pl.lit("audit").alias("kind"), "status")])
         verifier = verify_claims(items.select(*KEYS, "text"), document, roles).select(*KEYS, "verdict").with_columns(reviewer=pl.lit(VERIFIER))

@@ -210,7 +210,7 @@ def play_round(graph: PaperGraph, split: PaperSplit, roles: ModelRoles, params: 
         return PlayedRound(opening.scores, opening, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8}))
     state = graph.state()
     chosen = defer(opening.scores, opening.decisions, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}),
-                   state.claim_texts(), state.prior_units(), roles, params, budget=budget, review_seconds=0.0)
+                   state, roles, params, budget=budget, review_seconds=0.0)
     document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
     verdicts = verify_claims(chosen.select("doc_id", "claim_id", "text"), document, roles)
     graph.votes = pl.concat([graph.votes, verdicts.select(

@@ -24,6 +24,22 @@ CLAIMS = {
 }
 
 
+class Texts:
+    """The claim texts and prior units of the test (a grace_core.round.DocumentTexts), recording
+    the documents each is asked for."""
+
+    def __init__(self, texts: pl.DataFrame) -> None:
+        self.texts, self.asked = texts, {"claim_texts": [], "prior_units": []}
+
+    def claim_texts(self, doc_ids=None):
+        self.asked["claim_texts"].append(doc_ids)
+        return self.texts.filter(pl.col("doc_id").is_in(doc_ids))
+
+    def prior_units(self, doc_ids=None):
+        self.asked["prior_units"].append(doc_ids)
+        return PRIORS.filter(pl.col("doc_id").is_in(doc_ids))
+
+
 class CountingEmbedder:
     """The real offline embedder, counting the texts it is asked to embed."""
 
@@ -44,13 +60,18 @@ def test_stored_review_inputs_give_the_same_deferrals_without_embedding(embedder
     params = ScoringParams()
 
     counting = CountingEmbedder(embedder)
-    fresh = defer(scores, decisions, busy, texts, PRIORS, SimpleNamespace(embedder=counting), params, budget=1.0, review_seconds=30.0)
+    lookup = Texts(texts)
+    fresh = defer(scores, decisions, busy, lookup, SimpleNamespace(embedder=counting), params, budget=1.0, review_seconds=30.0)
     assert counting.texts > 0 and fresh.height >= 2
+    assert lookup.asked["prior_units"] == [["d1", "d2"]]
     assert fresh.filter(pl.col("claim_id") == "c1")["reach"].item() == 1  # c1 contains c2's wording
 
     stored = review_inputs(texts, texts, PRIORS, embedder).select("doc_id", "claim_id", *REVIEW_INPUTS)
     counting = CountingEmbedder(embedder)
-    from_stored = defer(scores.join(stored, on=["doc_id", "claim_id"]), decisions, busy, texts, PRIORS,
+    lookup = Texts(texts)
+    from_stored = defer(scores.join(stored, on=["doc_id", "claim_id"]), decisions, busy, lookup,
                         SimpleNamespace(embedder=counting), params, budget=1.0, review_seconds=30.0)
     assert counting.texts == 0  # nothing embedded at dispatch
+    # no prior unit is read, and claim texts only of the chosen claims' documents (to show them)
+    assert lookup.asked == {"claim_texts": [sorted(set(from_stored["doc_id"]))], "prior_units": []}
     assert from_stored.equals(fresh)
