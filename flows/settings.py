@@ -34,7 +34,7 @@ class PipelineConfig(BaseModel):
     context_passages: int = Field(3, ge=1, description="Prior passages given to the responder per question.")
     docs_per_task: int = Field(8, ge=1, description="Documents per build task (tasks are coarse: ~20 ms of server time each).")
     score_docs_per_task: int = Field(
-        2000, ge=1, description="Documents per scoring task, at most: fewer documents are spread evenly over score_tasks_at_once tasks."
+        1000, ge=1, description="Documents per scoring task, at most: fewer documents are spread evenly over score_tasks_at_once tasks."
     )
     score_tasks_at_once: int = Field(
         2, ge=1, description="Scoring tasks running at once: each holds its chunk of documents in memory, so peak memory grows with it."
