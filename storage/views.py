@@ -111,33 +111,68 @@ DERIVED_VIEWS: dict[str, str] = {
     """,
     "round_metrics": """
         WITH scored_rounds AS (SELECT DISTINCT round FROM scores UNION SELECT DISTINCT round FROM rounds WHERE stage = 'score'),
-        doc_rounds AS (SELECT DISTINCT doc_id, round FROM scores),
-        latest_scoring AS (
-            SELECT r.round, d.doc_id, max(d.round) AS scored_round
-            FROM scored_rounds r JOIN doc_rounds d ON d.round <= r.round
-            GROUP BY r.round, d.doc_id
-        ),
-        status_at AS (
-            SELECT a.round, s.doc_id, s.claim_id, s.status
-            FROM latest_scoring a JOIN scores s ON s.doc_id = a.doc_id AND s.round = a.scored_round
+        -- each document's scorings with the one before and after it: the state at the end of a
+        -- round is each document's latest scoring up to it, so the per-round counts are running
+        -- sums of what each scoring changed (work grows with the rows scored, not rounds x claims)
+        scorings AS (
+            SELECT doc_id, round, lag(round) OVER (PARTITION BY doc_id ORDER BY round) AS prev_round,
+                   lead(round) OVER (PARTITION BY doc_id ORDER BY round) AS next_round
+            FROM (SELECT DISTINCT doc_id, round FROM scores)
         ),
         response_claims AS (
             SELECT doc_id, claim_id, min(round) AS first_round
             FROM claims WHERE source_kind = 'response' GROUP BY doc_id, claim_id
         ),
-        per_round AS (
-            SELECT round, count(DISTINCT doc_id) AS n_documents, count(*) AS n_claims,
-                   count(*) FILTER (WHERE status = 'grounded') AS n_grounded,
-                   count(*) FILTER (WHERE status = 'boundary') AS n_boundary,
-                   count(*) FILTER (WHERE status = 'refuted') AS n_refuted
-            FROM status_at GROUP BY round
+        scoring_counts AS (
+            SELECT s.doc_id, s.round, count(*) AS n_claims,
+                   count(*) FILTER (WHERE s.status = 'grounded') AS n_grounded,
+                   count(*) FILTER (WHERE s.status = 'boundary') AS n_boundary,
+                   count(*) FILTER (WHERE s.status = 'refuted') AS n_refuted,
+                   count(*) FILTER (WHERE rc.first_round <= s.round) AS n_response_claims,
+                   count(*) FILTER (WHERE rc.first_round <= s.round AND s.status = 'grounded') AS n_grounded_response_claims
+            FROM scores s LEFT JOIN response_claims rc ON rc.doc_id = s.doc_id AND rc.claim_id = s.claim_id
+            GROUP BY s.doc_id, s.round
         ),
+        changes AS (
+            SELECT c.round, count(*) FILTER (WHERE g.prev_round IS NULL) AS n_documents,
+                   sum(c.n_claims - coalesce(p.n_claims, 0)) AS n_claims,
+                   sum(c.n_grounded - coalesce(p.n_grounded, 0)) AS n_grounded,
+                   sum(c.n_boundary - coalesce(p.n_boundary, 0)) AS n_boundary,
+                   sum(c.n_refuted - coalesce(p.n_refuted, 0)) AS n_refuted,
+                   sum(c.n_response_claims - coalesce(p.n_response_claims, 0)) AS n_response_claims,
+                   sum(c.n_grounded_response_claims - coalesce(p.n_grounded_response_claims, 0)) AS n_grounded_response_claims
+            FROM scoring_counts c
+            JOIN scorings g ON g.doc_id = c.doc_id AND g.round = c.round
+            LEFT JOIN scoring_counts p ON p.doc_id = c.doc_id AND p.round = g.prev_round
+            GROUP BY c.round
+        ),
+        -- response claims first decomposed after the scoring that holds them count from their
+        -- first round on (a round's pipeline rescores such a document, so this is empty there)
+        late_responses AS (
+            SELECT r.round, count(*) AS n_response_claims, count(*) FILTER (WHERE s.status = 'grounded') AS n_grounded_response_claims
+            FROM scores s
+            JOIN scorings g ON g.doc_id = s.doc_id AND g.round = s.round
+            JOIN response_claims rc ON rc.doc_id = s.doc_id AND rc.claim_id = s.claim_id AND rc.first_round > s.round
+            JOIN scored_rounds r ON r.round >= rc.first_round AND (g.next_round IS NULL OR r.round < g.next_round)
+            GROUP BY r.round
+        ),
+        running AS (
+            SELECT r.round,
+                   CAST(sum(coalesce(c.n_documents, 0)) OVER w AS BIGINT) AS n_documents,
+                   CAST(sum(coalesce(c.n_claims, 0)) OVER w AS BIGINT) AS n_claims,
+                   CAST(sum(coalesce(c.n_grounded, 0)) OVER w AS BIGINT) AS n_grounded,
+                   CAST(sum(coalesce(c.n_boundary, 0)) OVER w AS BIGINT) AS n_boundary,
+                   CAST(sum(coalesce(c.n_refuted, 0)) OVER w AS BIGINT) AS n_refuted,
+                   CAST(sum(coalesce(c.n_response_claims, 0)) OVER w AS BIGINT) AS n_response_claims,
+                   CAST(sum(coalesce(c.n_grounded_response_claims, 0)) OVER w AS BIGINT) AS n_grounded_response_claims
+            FROM scored_rounds r LEFT JOIN changes c ON c.round = r.round
+            WINDOW w AS (ORDER BY r.round ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        ),
+        per_round AS (SELECT * FROM running WHERE n_documents > 0),
         coverage AS (
-            SELECT sa.round, count(*) AS n_response_claims,
-                   count(*) FILTER (WHERE sa.status = 'grounded') AS n_grounded_response_claims
-            FROM status_at sa JOIN response_claims rc
-              ON rc.doc_id = sa.doc_id AND rc.claim_id = sa.claim_id AND rc.first_round <= sa.round
-            GROUP BY sa.round
+            SELECT p.round, p.n_response_claims + coalesce(l.n_response_claims, 0) AS n_response_claims,
+                   p.n_grounded_response_claims + coalesce(l.n_grounded_response_claims, 0) AS n_grounded_response_claims
+            FROM per_round p LEFT JOIN late_responses l ON l.round = p.round
         ),
         reviewed AS (
             SELECT d.round, count(*) AS n_deferred,
@@ -180,12 +215,13 @@ DERIVED_VIEWS: dict[str, str] = {
 {AUDITED_COLUMNS}
             FROM wilson GROUP BY round
         ),
-        previous AS (SELECT round, lag(round) OVER (ORDER BY round) AS prev_round FROM scored_rounds),
+        -- a claim's status changes only where its document is rescored, and every scoring round
+        -- is a metric round: the status at the previous metric round is the previous scoring's
         cascaded AS (
             SELECT cur.round, count(*) AS n_cascade
-            FROM status_at cur
-            JOIN previous p ON p.round = cur.round
-            JOIN status_at old ON old.round = p.prev_round AND old.doc_id = cur.doc_id AND old.claim_id = cur.claim_id
+            FROM scores cur
+            JOIN scorings g ON g.doc_id = cur.doc_id AND g.round = cur.round
+            JOIN scores old ON old.doc_id = cur.doc_id AND old.round = g.prev_round AND old.claim_id = cur.claim_id
             WHERE cur.status = 'grounded' AND old.status = 'boundary'
               AND NOT EXISTS (
                   SELECT 1 FROM decisions o

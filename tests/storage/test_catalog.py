@@ -4,6 +4,7 @@ grace_core.metrics), freshness after commits, and opening it from a plain DuckDB
 from __future__ import annotations
 
 import json
+import random
 import os
 import shutil
 import subprocess
@@ -293,6 +294,81 @@ def test_round_metrics_agree_with_the_core_metrics(two_rounds: Lake) -> None:
     view1 = two_rounds.query("SELECT * FROM round_metrics WHERE round = 1").row(0, named=True)
     assert (core1["deferred"], core1["confirmed"], core1["rejected"], core1["yield"], core1["yield_decided"]) == (
         view1["n_deferred"], view1["n_confirmed"], view1["n_rejected"], view1["yield"], view1["yield_decided"])
+
+
+def metrics_as_of_each_round(lake: Lake) -> dict[int, dict]:
+    """round_metrics' status, coverage and cascade columns computed directly: for each round
+    with a scoring step, every document's latest scoring up to it (the view's definition)."""
+    scores, claims = lake.read("scores"), lake.read("claims")
+    decisions = lake.read("decisions")
+    rounds = sorted(set(scores["round"]) | set(lake.read("rounds").filter(pl.col("stage") == "score")["round"]))
+    response = claims.filter(pl.col("source_kind") == "response").group_by("doc_id", "claim_id").agg(first_round=pl.col("round").min())
+
+    def state(r: int) -> pl.DataFrame:
+        upto = scores.filter(pl.col("round") <= r)
+        return upto.join(upto.group_by("doc_id").agg(pl.col("round").max()), on=["doc_id", "round"]).select("doc_id", "claim_id", "status")
+
+    out, before = {}, None
+    for r in rounds:
+        now = state(r)
+        if now.height:
+            covered = now.join(response.filter(pl.col("first_round") <= r), on=["doc_id", "claim_id"])
+            confirmed = decisions.filter((pl.col("decision") == "confirm") & (pl.col("round") <= r)).select("doc_id", "claim_id")
+            cascade = 0 if before is None else (
+                before.filter(pl.col("status") == "boundary").join(now.filter(pl.col("status") == "grounded"), on=["doc_id", "claim_id"])
+                .join(confirmed, on=["doc_id", "claim_id"], how="anti").height)
+            out[r] = {"n_documents": now["doc_id"].n_unique(), "n_claims": now.height,
+                      **{f"n_{st}": now.filter(pl.col("status") == st).height for st in ("grounded", "boundary", "refuted")},
+                      "n_response_claims": covered.height, "n_grounded_response": covered.filter(pl.col("status") == "grounded").height,
+                      "n_cascade": cascade}
+        before = now
+    return out
+
+
+def test_round_metrics_equal_the_state_as_of_each_round_over_many_rounds(tmp_path: Path) -> None:
+    # seven rounds over seven documents; each round from 2 on rescores three of d0-d5 (claims change
+    # status, some are added), round 4 rescores nothing (a score stage row only), some claims are
+    # confirmed, and dz's claim is decomposed from a response in round 6, a round that does not rescore dz
+    rng = random.Random(7)
+    lake = Lake.open(LakeConfig(lake=str(tmp_path / "lake")))
+    statuses = ("grounded", "boundary", "refuted")
+    known: dict[str, list[str]] = {f"d{i}": [] for i in range(6)}
+    for r in range(1, 8):
+        if r == 4:
+            lake.commit("round4/score", {"rounds": pl.DataFrame([stage_row(4)])})
+            continue
+        docs = sorted(known) if r == 1 else sorted(rng.sample(sorted(known), 3))
+        new_claims, rows = [], []
+        for d in docs:
+            for k in range(rng.randint(1 if r == 1 else 0, 3)):
+                cid = f"{d}-c{r}-{k}"
+                known[d].append(cid)
+                new_claims.append(claim(d, cid, r, "response" if rng.random() < 0.7 else "prior"))
+            rows += [score(d, c, r, rng.choice(statuses)) for c in known[d]]
+        if r == 1:  # dz: scored once; its prior claim is decomposed from a response too in round 6
+            new_claims.append(claim("dz", "dz-c", 1, "prior"))
+            rows.append(score("dz", "dz-c", 1, "grounded"))
+        tables = {"claims": pl.DataFrame(new_claims), "scores": pl.DataFrame(rows)}
+        confirm = [rw for rw in rows if rw["status"] == "grounded" and rng.random() < 0.2]
+        if confirm:
+            tables["decisions"] = pl.DataFrame([{"doc_id": c["doc_id"], "claim_id": c["claim_id"], "round": r, "n_votes": 1, "n_confirm": 1,
+                                                 "n_reject": 0, "n_abstain": 0, "quorum": 1, "decision": "confirm"} for c in confirm])
+        lake.commit(f"round{r}/score", tables)
+    lake.commit("round6/late-response", {"claims": pl.DataFrame([claim("dz", "dz-c", 6, "response")])})
+
+    expected = metrics_as_of_each_round(lake)
+    view = {m["round"]: m for m in lake.query("SELECT * FROM round_metrics").iter_rows(named=True)}
+    assert sorted(view) == sorted(expected) == [1, 2, 3, 4, 5, 6, 7]
+    for r, want in expected.items():
+        got = view[r]
+        counts = {k: v for k, v in want.items() if k != "n_grounded_response"}
+        assert {k: got[k] for k in counts} == counts, r
+        assert got["pcr"] == pytest.approx(want["n_grounded_response"] / want["n_response_claims"] if want["n_response_claims"] else None), r
+    assert sum(m["n_cascade"] for m in expected.values()) > 0  # the case is exercised
+
+
+def stage_row(rnd: int) -> dict:
+    return {"round": rnd, "stage": "score", "started_at": T0, "finished_at": T0, "n_documents": 0, "detail_json": "{}"}
 
 
 def test_verdict_outcomes_count_each_reviewers_latest_vote(two_rounds: Lake) -> None:
