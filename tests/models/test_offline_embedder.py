@@ -1,12 +1,17 @@
 """The offline embedder's own batching (texts sorted by token count, token-budget batches) gives
-the vectors of ``SentenceTransformer.encode``, on which the offline thresholds were calibrated."""
+the vectors of ``SentenceTransformer.encode``, on which the offline thresholds were calibrated;
+one embedder per configuration serves a whole process, threads embedding at once."""
 
 from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from grace_core.models.offline_embedder import OfflineEmbedder, load_sentence_model
+from grace_core.models.config import ModelConfig
+from grace_core.models.offline_embedder import OfflineEmbedder, _load_sentence_model, load_sentence_model
 from grace_core.models.offline_support import source_units
 
 
@@ -35,3 +40,44 @@ def test_batching_does_not_change_vectors(texts: list[str], batch_size: int, bat
     base = OfflineEmbedder(threads=1).embed(texts)
     vecs = OfflineEmbedder(threads=1, batch_size=batch_size, batch_tokens=batch_tokens).embed(texts[::-1])[::-1]
     assert float((vecs * base).sum(axis=1).min()) >= 0.9999
+
+
+def test_a_process_shares_one_embedder_and_its_cache_per_configuration(texts: list[str]) -> None:
+    config = ModelConfig()
+    first = OfflineEmbedder.from_config(config)
+    assert OfflineEmbedder.from_config(config) is first  # a second task, or the next stage, gets the same one
+    assert OfflineEmbedder.from_config(config.model_copy(update={"embed_batch_size": 7})) is not first
+    first.embed(texts[:5])
+    before = first.encoded
+    OfflineEmbedder.from_config(config).embed(texts[:5])
+    assert first.encoded == before  # the build's vectors serve the scoring
+
+
+def test_threads_embedding_at_once_get_the_vectors_of_one_thread(texts: list[str]) -> None:
+    alone = OfflineEmbedder(threads=1).embed(texts)
+    shared = OfflineEmbedder(threads=1)
+    start = threading.Barrier(3)
+
+    def embed(part: list[str]) -> np.ndarray:
+        start.wait()
+        return shared.embed(part)
+
+    with ThreadPoolExecutor(3) as pool:
+        parts = list(pool.map(embed, [texts, texts[::-1], texts[::2]]))
+    for vecs, order in zip(parts, [texts, texts[::-1], texts[::2]], strict=True):
+        want = alone[[texts.index(t) for t in order]]
+        assert float((vecs * want).sum(axis=1).min()) >= 0.9999
+    assert len(texts) <= shared.encoded <= 3 * len(texts)  # a text missed by two threads at once is encoded by both
+
+
+def test_tasks_starting_at_once_load_the_model_once() -> None:
+    _load_sentence_model.cache_clear()
+    start = threading.Barrier(2)
+
+    def load(_: int):
+        start.wait()
+        return load_sentence_model(1)
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(load, range(2))
+    assert a is b
