@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
+import pyarrow.dataset as ds
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
@@ -44,8 +45,12 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
     check_adjudicator(settings.adjudicator, settings.pool)
 
     def work():
-        # each document's latest scores and decisions: a document the round did not rescore keeps its own
-        scores = lake.query("SELECT doc_id, claim_id, status, priority, confidence, reach, prior_distance FROM claim_status")
+        # each document's latest scores and decisions (a document the round did not rescore keeps its
+        # own), of the claims the round may send to review: Boundary ones, those of an audited
+        # status, and those with votes (a split vote goes to the adjudicator)
+        statuses = ", ".join(f"'{s}'" for s in ("boundary", *settings.audited_statuses))
+        scores = lake.query("SELECT doc_id, claim_id, status, priority, confidence, reach, prior_distance FROM claim_status "
+                            f"WHERE status IN ({statuses}) OR decision IS NOT NULL")
         decisions = latest_decisions(lake).select("doc_id", "claim_id", "n_confirm", "n_reject", "decision")
         votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
@@ -54,7 +59,9 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
         splits = split_claims(decisions, votes, busy, settings.adjudicator) if settings.adjudicator else busy.head(0)
         busy = pl.concat([busy, splits])  # a split claim goes to the adjudicator only
         chosen = defer(scores, decisions, busy, texts, roles, settings, budget=settings.budget, review_seconds=seconds)
-        responses = lake.read("claims", columns=["doc_id", "claim_id", "source_kind"]).filter(pl.col("source_kind") == "response")
+        responses = pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})  # the audits' pool: read only when auditing
+        if settings.audited_statuses:
+            responses = lake.read("claims", columns=["doc_id", "claim_id"], filter=ds.field("source_kind") == "response")
         audits = audit_claims(scores, decisions, busy, lake.read("audits", columns=["doc_id", "claim_id"]), responses, texts, roles,
                               settings, settings, round_id=round_id, review_seconds=seconds)
         chosen = interleave(chosen, audits, f"audit:{round_id}")  # reviewers cannot tell audits from deferrals

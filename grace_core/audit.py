@@ -50,6 +50,11 @@ class AuditConfig(BaseModel):
         """Claims of ``status`` to audit per round."""
         return {GROUNDED: self.audit_grounded, REFUTED: self.audit_refuted}[status]
 
+    @property
+    def audited_statuses(self) -> tuple[str, ...]:
+        """The statuses with claims to audit each round (none by default)."""
+        return tuple(s for s in AUDITED_STATUSES if self.audit_size(s) > 0)
+
 
 def _key(*parts: object) -> int:
     """A stable pseudo-random 64-bit number of ``parts`` (the same in every run and process)."""
