@@ -19,7 +19,6 @@ FIXTURES = REPO / "tests" / "fixtures"
 QASPER_SAMPLE = FIXTURES / "qasper_dev_sample.jsonl"
 QUALITY_SAMPLE = FIXTURES / "quality_dev_sample.jsonl"
 SHARED_DATA = REPO.parent / "shared" / "data"
-MODEL_TESTS = REPO / "tests" / "models"
 
 
 @pytest.fixture(scope="session")
@@ -46,17 +45,21 @@ def shared_data() -> Path:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test on the moto S3 server is an integration test: marked ``slow`` (out of the fast
-    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures.
-
-    With pytest-xdist (``--dist loadgroup``, as ``./dev test`` runs the fast lane), the tests that
-    load the packaged offline models (those of tests/models and any marked ``offline_models``)
-    share one worker, so that only one process pays for importing torch and loading the model."""
-    grouping = config.pluginmanager.hasplugin("xdist")
+    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures."""
     for item in items:
         if "s3_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-        if grouping and (item.path.is_relative_to(MODEL_TESTS) or item.get_closest_marker("offline_models")):
-            item.add_marker(pytest.mark.xdist_group("offline-models"))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist, ``--dist loadgroup`` (as ``./dev test`` runs the fast lane): the tests that
+    load the packaged offline models share one worker (tests/worker_groups.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.worker_groups import OfflineModelsScheduling
+
+    return OfflineModelsScheduling(config, log)
 
 
 # Reliability tallies (tests/reliability/conftest.py) of pytest-xdist workers, summed by the
