@@ -45,10 +45,18 @@ def shared_data() -> Path:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test on the moto S3 server is an integration test: marked ``slow`` (out of the fast
-    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures."""
+    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures. A test
+    on a Prefect server (the ``prefect_server`` fixtures) must be marked ``slow`` or ``e2e``
+    itself: the fast lane's unit tests never start one."""
+    unmarked = []
     for item in items:
-        if "s3_endpoint" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "s3_endpoint" in fixtures:
             item.add_marker(pytest.mark.slow)
+        if "prefect_server" in fixtures and not (item.get_closest_marker("slow") or item.get_closest_marker("e2e")):
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError(f"tests on a Prefect server not marked slow or e2e: {', '.join(unmarked)}")
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
