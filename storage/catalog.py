@@ -11,7 +11,9 @@ versions are named.
 
 It is rebuilt after every commit and whenever a reader finds it behind the lake
 (:func:`ensure_catalog`): built in a temporary file beside the old one, then renamed over it,
-so a reader always opens a complete catalog. Temporary files of builds that were killed are
+so a reader always opens a complete catalog; a process remembers which state the catalogs it built
+or read show, by file identity (inode, size, times), so a query of an unchanged catalog does not
+open it twice. Temporary files of builds that were killed are
 removed by later builds once they are :data:`STALE_TEMP_SECONDS` old. A reader that cannot
 write the catalog's folder (a read-only user, a stale catalog) builds its own in a private
 temporary folder; so does a query of the lake as of an earlier round (time travel). Queries
@@ -28,6 +30,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from stat import S_ISREG
 
 import duckdb
 import pyarrow as pa
@@ -111,6 +114,47 @@ def remove_stale_temporaries(folder: Path, *, now: float | None = None) -> list[
     return removed
 
 
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _file_identity(path: Path) -> tuple[int, ...] | None:
+    """Device, inode, size and change times of the file at ``path`` (None: no such file). A
+    catalog is never rewritten in place, only replaced by a new file (:func:`build_catalog`),
+    so an equal identity means the same catalog."""
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return _identity(st) if S_ISREG(st.st_mode) else None
+
+
+_SHOWN: dict[Path, tuple[tuple[int, ...], tuple | None]] = {}
+"""Catalog file → (its identity, the lake state it shows) for the catalogs this process built or
+read: a query of an unchanged catalog skips opening it to read its state row."""
+
+
+def _shown_state(path: Path) -> tuple | None:
+    """``(lake, state_id, schema_versions)`` of the catalog at ``path``; None when there is none
+    or it cannot be read."""
+    identity = _file_identity(path)
+    if identity is None:
+        return None
+    known = _SHOWN.get(path)
+    if known is not None and known[0] == identity:
+        return known[1]
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            row = con.execute(f"SELECT lake, state_id, schema_versions FROM {STATE_TABLE}").fetchone()
+        finally:
+            con.close()
+    except duckdb.Error:
+        row = None
+    _SHOWN[path] = (identity, row)
+    return row
+
+
 def build_catalog(store: Store, state: LakeState, target: Path | None = None) -> Path:
     """Build the catalog for ``state`` at ``target`` (default: the lake's catalog path) and
     move it into place; returns its path."""
@@ -149,7 +193,12 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
             )
         finally:
             con.close()
-        os.replace(tmp, target)
+        built = os.open(tmp, os.O_RDONLY)
+        try:
+            os.replace(tmp, target)
+            _SHOWN[target] = (_identity(os.fstat(built)), (store.uri, state.state_id, _versions_json()))
+        finally:
+            os.close(built)
     except duckdb.Error as exc:
         raise LakeError(f"lake {store.uri}: cannot build the catalog: {str(exc).strip().splitlines()[0]}") from None
     except OSError as exc:
@@ -162,18 +211,7 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
 
 def catalog_is_current(store: Store, state: LakeState, path: Path | None = None) -> bool:
     """Whether the catalog file at ``path`` (default: the lake's) exists and shows exactly ``state``."""
-    path = path or store.catalog_path
-    if not path.is_file():
-        return False
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-        try:
-            row = con.execute(f"SELECT lake, state_id, schema_versions FROM {STATE_TABLE}").fetchone()
-        finally:
-            con.close()
-    except duckdb.Error:
-        return False
-    return row == (store.uri, state.state_id, _versions_json())
+    return _shown_state(path or store.catalog_path) == (store.uri, state.state_id, _versions_json())
 
 
 def private_catalog_dir(store: Store) -> Path:

@@ -32,6 +32,7 @@ memory limit is refused instead of being gathered. Every refusal or failure is o
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -149,17 +150,30 @@ def _writes_in(tree: Any) -> list[str]:
     return found
 
 
+_PARSER_LOCK = threading.Lock()
+_parser: tuple[int, duckdb.DuckDBPyConnection] | None = None
+
+
+def _serialize_sql(statement: str) -> str:
+    """``json_serialize_sql(statement)``: DuckDB's parse tree of ``statement`` as JSON. It only
+    parses, so one in-memory connection without external access serves every call of this process
+    (opening a DuckDB takes longer than the parse); a forked child opens its own."""
+    global _parser
+    with _PARSER_LOCK:
+        if _parser is None or _parser[0] != os.getpid():
+            _parser = (os.getpid(), duckdb.connect(":memory:", config={
+                "enable_external_access": False, "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False, "lock_configuration": True,
+            }))
+        return _parser[1].execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0]
+
+
 def _check_select_tree(statement: str) -> None:
     """Refuse a ``SELECT`` whose parse tree holds a write (``WITH x AS (COPY …)``, ``INSERT``, …)."""
-    con = duckdb.connect(":memory:", config={
-        "enable_external_access": False, "autoinstall_known_extensions": False, "autoload_known_extensions": False,
-    })
     try:
-        text = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0]
+        text = _serialize_sql(statement)
     except duckdb.Error as exc:
         raise QueryFailed(f"invalid SQL: {_first_line(exc)}") from None
-    finally:
-        con.close()
     tree = json.loads(text)
     if tree.get("error"):
         raise QueryFailed(f"invalid SQL: {tree.get('error_message', 'cannot be parsed')}")

@@ -19,7 +19,6 @@ FIXTURES = REPO / "tests" / "fixtures"
 QASPER_SAMPLE = FIXTURES / "qasper_dev_sample.jsonl"
 QUALITY_SAMPLE = FIXTURES / "quality_dev_sample.jsonl"
 SHARED_DATA = REPO.parent / "shared" / "data"
-MODEL_TESTS = REPO / "tests" / "models"
 
 
 @pytest.fixture(scope="session")
@@ -46,17 +45,29 @@ def shared_data() -> Path:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test on the moto S3 server is an integration test: marked ``slow`` (out of the fast
-    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures.
-
-    With pytest-xdist (``--dist loadgroup``, as ``./dev test`` runs the fast lane), the tests that
-    load the packaged offline models (those of tests/models and any marked ``offline_models``)
-    share one worker, so that only one process pays for importing torch and loading the model."""
-    grouping = config.pluginmanager.hasplugin("xdist")
+    lane, ``-m "not slow and not e2e"``), as are the ``s3`` cases of the lake fixtures. A test
+    on a Prefect server (the ``prefect_server`` fixtures) must be marked ``slow`` or ``e2e``
+    itself: the fast lane's unit tests never start one."""
+    unmarked = []
     for item in items:
-        if "s3_endpoint" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "s3_endpoint" in fixtures:
             item.add_marker(pytest.mark.slow)
-        if grouping and (item.path.is_relative_to(MODEL_TESTS) or item.get_closest_marker("offline_models")):
-            item.add_marker(pytest.mark.xdist_group("offline-models"))
+        if "prefect_server" in fixtures and not (item.get_closest_marker("slow") or item.get_closest_marker("e2e")):
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError(f"tests on a Prefect server not marked slow or e2e: {', '.join(unmarked)}")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist, ``--dist loadgroup`` (as ``./dev test`` runs the fast lane): the tests that
+    load the packaged offline models share one worker (tests/worker_groups.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.worker_groups import OfflineModelsScheduling
+
+    return OfflineModelsScheduling(config, log)
 
 
 # Reliability tallies (tests/reliability/conftest.py) of pytest-xdist workers, summed by the

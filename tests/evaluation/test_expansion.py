@@ -158,7 +158,6 @@ def test_a_paper_without_introduction_takes_its_first_section_after_the_abstract
     assert [b["text"].to_list() for b in split.batches] == [["Method text is here."], ["Results text is here."], []]
 
 
-@pytest.mark.offline_models
 def test_hallucinated_claims_are_those_only_the_corrupted_sentence_has() -> None:
     roles = build_roles(build_settings())
     original = "The model reaches 91.2 F1 on the test set, while the baseline stays at 85.0 F1 on the same data."

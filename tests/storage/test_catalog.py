@@ -119,6 +119,19 @@ def test_a_stale_or_moved_catalog_is_rebuilt_before_a_query(local_config: LakeCo
     assert paths and all(p.startswith(str(moved)) for p in paths)
 
 
+def test_a_catalog_put_back_from_an_older_state_is_rebuilt_before_a_query(local_config: LakeConfig, tmp_path: Path) -> None:
+    """The process remembers the state of the catalogs it built by file identity, not by path: an
+    older catalog put in place (a restored backup, another writer) is read again, found behind and rebuilt."""
+    lake = Lake.open(local_config)
+    lake.commit("first", {"claims": claims(1, 5, 1)})
+    older = tmp_path / "older.duckdb"
+    shutil.copy(lake.store.catalog_path, older)
+    lake.commit("second", {"claims": claims(1, 5, 2, prefix="s")})
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+    os.replace(older, lake.store.catalog_path)
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+
+
 def test_s3_catalog_lives_in_the_cache_and_names_s3_urls(s3_config: LakeConfig) -> None:
     lake = Lake.open(s3_config)
     lake.commit("c", {"claims": claims(2, 5, 1)})

@@ -96,6 +96,18 @@ def test_a_fresh_reader_sees_commits_of_another_lake_object(lake_config: LakeCon
     assert reader.is_committed("one") and not reader.is_committed("two")
 
 
+def test_a_reader_that_read_before_sees_later_commits_of_another_lake_object(lake_config: LakeConfig) -> None:
+    """The lake state a lake object keeps from its previous read is brought up to date, not reused."""
+    writer, reader = Lake.open(lake_config), Lake.open(lake_config)
+    writer.commit("one", {"claims": claims(2, 3, 1)})
+    before = reader.state().table("claims")
+    assert reader.query("SELECT count(*) AS n FROM claims")["n"][0] == 6
+    writer.commit("two", {"claims": claims(2, 3, 2, prefix="t")})
+    after = reader.state().table("claims")
+    assert after.version > before.version and {f.round for f in after.files} == {1, 2}
+    assert reader.query("SELECT count(*) AS n FROM claims")["n"][0] == 12
+
+
 def test_rows_that_do_not_fit_the_schema_write_nothing(lake: Lake) -> None:
     good = claims(3, 3, 1)
     bad = good.with_columns(label=pl.lit("entails")).drop("text")
