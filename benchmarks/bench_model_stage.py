@@ -22,9 +22,11 @@ flight and n calls in all, no schedule finishes the model work before
   call of any source of the document, which lists the claims of all its sources. Priors'
   decompositions do not wait for anything, so they are not on the chain.
 - n·d/C: the calls, C at a time.
-- E: the seconds the offline embedder spent encoding in the run (context selection, the
-  judge's candidate prefilter): it is CPU work on one torch thread, so it cannot take less
-  time however it overlaps the calls.
+- E: the CPU seconds the offline embedder spent encoding in the run (context selection, the
+  judge's candidate prefilter; one torch thread per encode), divided by the encodes that can
+  run at once: one per build task (each has its own embedder), at most one per core. That
+  CPU work cannot take less time however it overlaps the calls. It is CPU time, not wall
+  time: on a loaded machine the encodes take longer than E, and efficiency says so.
 - F: the fixed cost of the stage with nothing to build: the same flow run again on the built
   lake (Prefect flow and task runs, the lake reads of ``new_documents`` and of the chunk).
   Imports are not in it: the child imports litellm and loads the embedder before the clock
@@ -88,11 +90,11 @@ def _child(n_papers: int, concurrency: int, api_base: str, data: Path) -> dict:
     encoding = [0.0]
 
     def timed_encode(self: OfflineEmbedder, texts: list[str]):  # noqa: ANN202 (the wrapped method's own type)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         try:
             return encode(self, texts)
         finally:
-            encoding[0] += time.perf_counter() - t0
+            encoding[0] += time.thread_time() - t0
 
     OfflineEmbedder._encode = timed_encode  # type: ignore[method-assign]
     load = os.getloadavg()[0]
@@ -104,8 +106,10 @@ def _child(n_papers: int, concurrency: int, api_base: str, data: Path) -> dict:
     fixed = time.perf_counter() - t
     assert again["documents"] == 0, "the second run has nothing to build"
     claims = Lake.open(StageParams(lake=lake, round_id=1).settings()).read("claims", columns=["doc_id", "claim_id"])
+    settings = StageParams(lake=lake, round_id=1).settings()
+    at_once = min(os.cpu_count() or 1, -(-n_papers // settings.docs_per_task))
     return {"documents": built["documents"], "claims": claims.unique().height, "edges": built["edges"],
-            "unbuilt": built["unbuilt"], "wall_s": wall, "fixed_s": fixed, "embed_s": encoding[0],
+            "unbuilt": built["unbuilt"], "wall_s": wall, "fixed_s": fixed, "embed_s": encoding[0] / at_once,
             "imports_s": imports, "load": load}
 
 

@@ -72,6 +72,16 @@ def _on_call_worker() -> bool:
     return getattr(_CALL_WORKER, "active", False)
 
 
+def _forget_workers_in_child() -> None:
+    """A forked child has none of its parent's threads: it starts call workers of its own."""
+    global _WORKERS_LOCK
+    _WORKERS.clear()
+    _WORKERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
 def call_workers(concurrency: int) -> ThreadPoolExecutor:
     """The process's ``concurrency`` threads that make model calls, started on first use and
     kept for the process's life: every client with this limit (the build's chunk tasks, the

@@ -4,6 +4,8 @@ concurrency limit holds for the whole process however many threads make calls.""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Sequence
 
@@ -16,7 +18,7 @@ from grace_core.errors import ModelUnavailable
 from grace_core.models.cache import MemoryCallCache
 from grace_core.models.config import ModelConfig
 from grace_core.models.factory import ModelRoles, build_roles
-from grace_core.models.litellm_client import LiteLLMClient
+from grace_core.models.litellm_client import LiteLLMClient, call_workers
 from grace_core.models.offline_answerer import OfflineAnswerer
 from grace_core.models.offline_verifier import OfflineVerifier
 from grace_core.models.roles import Decomposition, Judgement, JudgeRequest, RespondRequest, Response, VerifyRequest
@@ -147,3 +149,14 @@ def test_the_concurrency_limit_holds_for_the_process_across_threads_and_clients(
         t.join()
     assert verdicts == [["confirm"] * 4] * 3
     assert llm_server.max_in_flight == 2, "three tasks' clients share the process's two call workers"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_call_workers_of_its_own() -> None:
+    assert call_workers(2).submit(lambda: 1).result() == 1  # the parent's workers exist
+    pid = os.fork()
+    if pid == 0:  # the child has none of the parent's threads; a call must not wait forever
+        signal.alarm(10)
+        os._exit(0 if call_workers(2).submit(lambda: 7).result() == 7 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
