@@ -26,7 +26,8 @@ from tests.models.openai_server import OpenAICompatibleServer
 from tests.models.test_failures_and_secrets import DOCS, PASSAGES, QUESTIONS
 from tests.models.test_litellm_backend import server_config
 
-WAIT_S = 5.0
+WAIT_S = 30.0
+"""Most seconds the first document waits (it is released at once when the build pipelines)."""
 
 
 class _SameVector:
@@ -40,9 +41,10 @@ class _SameVector:
 
 class _Stages:
     """Responder, decomposer and judge of two documents: the first document's responder waits
-    (at most ``WAIT_S``) until the second document's response is being decomposed."""
+    (at most ``wait_s``) until the second document's response is being decomposed."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait_s: float = WAIT_S) -> None:
+        self.wait_s = wait_s
         self.second_decomposed = threading.Event()
         self.first_saw_it: bool | None = None
 
@@ -50,7 +52,7 @@ class _Stages:
         out = []
         for r in requests:
             if r.question.startswith("first"):
-                self.first_saw_it = self.second_decomposed.wait(WAIT_S)
+                self.first_saw_it = self.second_decomposed.wait(self.wait_s)
             out.append([Response(f"The answer to {r.question.rstrip('?')} is here.", 0)])
         return out
 
@@ -92,7 +94,7 @@ def test_a_document_is_decomposed_while_another_still_waits_for_its_responses() 
 
 def test_the_stage_by_stage_build_waits_for_every_response_first() -> None:
     """The contrast: :func:`build_document` over both documents is the old barrier at each stage."""
-    stages = _Stages()
+    stages = _Stages(wait_s=1.0)
     build_document(TWO_DOCS, TWO_PASSAGES, TWO_QUESTIONS, _fake_roles(stages), round_id=1, context_passages=1, model="m")
     assert stages.first_saw_it is False
 
