@@ -16,6 +16,8 @@ prompts and hits the cache.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -213,6 +215,49 @@ def build_documents(
 
     ``passages``: the documents' text units (``doc_id, source_id, source_kind, ord, text``):
     all are responder context; those of kind ``prior`` are also graph sources.
+
+    Each document goes through the stages on its own (:func:`build_document`), up to
+    :attr:`~grace_core.models.factory.ModelRoles.documents_at_once` of them at a time: a
+    document is decomposed as soon as its own responses are back and judged as soon as its own
+    claims are, while the other documents' calls and embeddings go on; no stage waits for the
+    slowest call of every document. The rows come in document order, the same whatever the
+    timing. The first exception (a model that refuses every request, …) stops the documents not
+    yet started and is raised once the started ones end."""
+    doc_ids = docs["doc_id"].to_list()
+    if not doc_ids:
+        return BuildResult(pl.DataFrame(schema=RESPONSE_COLUMNS), pl.DataFrame(schema=CLAIM_COLUMNS), pl.DataFrame(schema=EDGE_COLUMNS),
+                           pl.DataFrame(schema=TRUTH_COLUMNS))
+
+    def one(doc_id: str) -> BuildResult:
+        mine = pl.col("doc_id") == doc_id
+        return build_document(docs.filter(mine), passages.filter(mine), questions.filter(mine), roles, round_id=round_id,
+                              context_passages=context_passages, model=model)
+
+    parts = _each(one, doc_ids, roles.documents_at_once)
+    return BuildResult(*(pl.concat([getattr(p, name) for p in parts]) for name in ("responses", "claims", "edges", "corruptions", "failures")))
+
+
+def _each(fn: Callable[[str], BuildResult], doc_ids: list[str], at_once: int) -> list[BuildResult]:
+    """``[fn(d) for d in doc_ids]``, ``at_once`` documents at a time."""
+    if at_once <= 1 or len(doc_ids) <= 1:
+        return [fn(d) for d in doc_ids]
+    with ThreadPoolExecutor(max_workers=min(at_once, len(doc_ids)), thread_name_prefix="grace-build") as pool:
+        futures = [pool.submit(fn, d) for d in doc_ids]
+        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in pending:
+            f.cancel()
+    for f in futures:
+        if not f.cancelled() and f.exception() is not None:
+            raise f.exception()
+    return [f.result() for f in futures]
+
+
+def build_document(
+    docs: pl.DataFrame, passages: pl.DataFrame, questions: pl.DataFrame, roles: ModelRoles, *, round_id: int,
+    context_passages: int, model: str,
+) -> BuildResult:
+    """:func:`build_documents` one stage after the other over all of ``docs`` at once (each
+    stage waits for every call of the one before): what it runs for each document.
 
     A document with a failed or capped model item is dropped from the later stages and from
     the result; its items are in ``failures``."""

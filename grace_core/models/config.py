@@ -46,7 +46,7 @@ class ModelConfig(BaseModel):
     retry_backoff_s: float = Field(1.0, ge=0, description="First backoff after a 429/timeout; doubles per attempt.")
     retry_backoff_max_s: float = Field(30.0, ge=0, description="Longest backoff.")
     request_timeout_s: float = Field(60.0, gt=0, description="Timeout of one litellm request.")
-    concurrency: int = Field(4, ge=1, description="litellm requests in flight at once.")
+    concurrency: int = Field(4, ge=1, description="litellm requests in flight at once in one process (its tasks share them).")
     spend_cap_usd: float | None = Field(None, ge=0, description="Per-round USD cap; no new calls once reached.")
     input_cost_per_token: float | None = Field(None, ge=0, description="USD per prompt token for models litellm has no price for.")
     output_cost_per_token: float | None = Field(None, ge=0, description="USD per completion token for models litellm has no price for.")

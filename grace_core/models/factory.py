@@ -58,6 +58,13 @@ class ModelRoles:
         return self.client.usage() if self.client is not None else UsageStats()
 
     @property
+    def documents_at_once(self) -> int:
+        """Documents a build takes through its stages at once: 1 when every role is offline
+        (they compute in Python, threads would only take turns), else 2·concurrency + 2, so
+        that while some documents wait for the embedder the others keep every call worker busy."""
+        return 1 if self.client is None else 2 * self.client.config.concurrency + 2
+
+    @property
     def spend_cap_reached(self) -> bool:
         """True once the round's spend cap stopped new calls."""
         return self.client is not None and self.client.spend_cap_reached

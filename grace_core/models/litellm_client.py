@@ -59,6 +59,43 @@ class CallResult(Generic[T]):
     error: str | None = None
 
 
+_WORKERS: dict[int, ThreadPoolExecutor] = {}
+_WORKERS_LOCK = threading.Lock()
+_CALL_WORKER = threading.local()
+
+
+def _mark_call_worker() -> None:
+    _CALL_WORKER.active = True
+
+
+def _on_call_worker() -> bool:
+    return getattr(_CALL_WORKER, "active", False)
+
+
+def _forget_workers_in_child() -> None:
+    """A forked child has none of its parent's threads: it starts call workers of its own."""
+    global _WORKERS_LOCK
+    _WORKERS.clear()
+    _WORKERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+def call_workers(concurrency: int) -> ThreadPoolExecutor:
+    """The process's ``concurrency`` threads that make model calls, started on first use and
+    kept for the process's life: every client with this limit (the build's chunk tasks, the
+    stages of one document and of the next) queues its calls on them, so the limit holds for
+    the process and no stage pays for starting threads."""
+    with _WORKERS_LOCK:
+        pool = _WORKERS.get(concurrency)
+        if pool is None:
+            pool = _WORKERS[concurrency] = ThreadPoolExecutor(
+                max_workers=concurrency, thread_name_prefix="grace-llm", initializer=_mark_call_worker
+            )
+        return pool
+
+
 class _Transient(Exception):
     """A call failed in a way worth retrying after a backoff (429, timeout, 5xx, connection)."""
 
@@ -145,19 +182,21 @@ class LiteLLMClient:
     # -- concurrency --------------------------------------------------------------------------
 
     def map(self, fn: Callable[[I], R], items: Sequence[I]) -> list[R]:
-        """``[fn(x) for x in items]`` with at most ``concurrency`` calls in flight; the first
-        exception cancels the items not yet started and is raised."""
-        if len(items) <= 1 or self.config.concurrency == 1:
+        """``[fn(x) for x in items]`` on the process's call workers (:func:`call_workers`), so
+        at most ``concurrency`` calls are in flight however many threads map at once; the first
+        exception cancels the items not yet started and is raised once the started ones end.
+        Called from a call worker itself (a call that maps), the items run in that worker."""
+        if not items or _on_call_worker():
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="grace-llm") as pool:
-            futures = [pool.submit(fn, x) for x in items]
-            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-            for f in pending:
-                f.cancel()
-            for f in futures:
-                if f.done() and not f.cancelled() and f.exception() is not None:
-                    raise f.exception()
-            return [f.result() for f in futures]
+        futures = [call_workers(self.config.concurrency).submit(fn, x) for x in items]
+        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in pending:
+            f.cancel()
+        wait([f for f in futures if not f.cancelled()])
+        for f in futures:
+            if not f.cancelled() and f.exception() is not None:
+                raise f.exception()
+        return [f.result() for f in futures]
 
     # -- calls ---------------------------------------------------------------------------------
 

@@ -1,0 +1,163 @@
+"""Throughput of a round's model stage: the ``build_graphs`` flow with the litellm backend
+against a loopback OpenAI-compatible server that answers every request after ``--delay``
+seconds (200 ms), over N QASPER papers at several ``GRACE_CONCURRENCY`` values.
+
+    .venv/bin/python -m benchmarks.bench_model_stage --papers 5 --concurrency 1 8 32
+    .venv/bin/python -m benchmarks.bench_model_stage --papers 100 --concurrency 32
+
+5 papers come from ``tests/fixtures/qasper_dev_sample.jsonl``; more from the full QASPER dev
+file in ``../shared/data`` (:mod:`benchmarks.shared_data`). The server is the tests' one
+(``tests/models/openai_server.py``) in this process; each (N, concurrency) runs in a child
+process of its own, with a fresh lake and Prefect home (a temporary Prefect server started by
+an ``ingest_batch`` run before the clock starts). Every role but the embedder (the packaged
+offline one, as by default) calls the server; nothing is answered from a cache.
+
+**What the concurrency allows.** With every call taking d = ``--delay`` seconds, C calls in
+flight and n calls in all, no schedule finishes the model work before
+
+    ideal = F + max(L·d, n·d/C, E)
+
+- L·d: the longest chain of dependent calls of a document. L = 3 for every document: a
+  response (responder call) → its claims (decomposer call on that response) → the judge
+  call of any source of the document, which lists the claims of all its sources. Priors'
+  decompositions do not wait for anything, so they are not on the chain.
+- n·d/C: the calls, C at a time.
+- E: the CPU seconds the offline embedder spent encoding in the run (context selection, the
+  judge's candidate prefilter; one torch thread per encode), divided by the encodes that can
+  run at once: one per build task (each has its own embedder), at most one per core. That
+  CPU work cannot take less time however it overlaps the calls. It is CPU time, not wall
+  time: on a loaded machine the encodes take longer than E, and efficiency says so.
+- F: the fixed cost of the stage with nothing to build: the same flow run again on the built
+  lake (Prefect flow and task runs, the lake reads of ``new_documents`` and of the chunk).
+  Imports are not in it: the child imports litellm and loads the embedder before the clock
+  starts, as a warm worker has them; their seconds are printed apart (``imports s``).
+
+``efficiency = ideal / wall``; the target (issue 17) is ≥ 0.8. ``claims/s`` = claims the round
+built / wall. The machine is shared: the load average is printed with every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.shared_data import QASPER_DEV, require_data
+
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "qasper_dev_sample.jsonl"
+CHAIN = 3
+"""L: responder → decomposer (of the response) → judge."""
+MODEL = "openai/bench-model"
+
+
+def _child(n_papers: int, concurrency: int, api_base: str, data: Path) -> dict:
+    """One measured build in this (fresh) process; returns the figures as a dict."""
+    workdir = Path(tempfile.mkdtemp(prefix="grace-bench-model-"))
+    os.environ["PREFECT_HOME"] = str(workdir / "prefect")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.update({
+        "GRACE_BACKEND": "litellm", "GRACE_API_BASE": api_base, "GRACE_API_KEY": "sk-bench",
+        "GRACE_RESPONDER_MODEL": MODEL, "GRACE_DECOMPOSER_MODEL": MODEL, "GRACE_JUDGE_MODEL": MODEL,
+        "GRACE_VERIFIER_MODEL": MODEL, "GRACE_ANSWERER_MODEL": MODEL, "GRACE_CONCURRENCY": str(concurrency),
+        "GRACE_INPUT_COST_PER_TOKEN": "1e-7", "GRACE_OUTPUT_COST_PER_TOKEN": "2e-7",
+    })
+    from flows.build import build_graphs
+    from flows.ingest import ingest_batch
+    from flows.params import IngestParams, StageParams
+    from storage.lake import Lake
+
+    batch = workdir / f"qasper_{n_papers}.jsonl"
+    with data.open(encoding="utf-8") as src, batch.open("w", encoding="utf-8") as out:
+        for _, line in zip(range(n_papers), src, strict=False):
+            out.write(line)
+    lake = str(workdir / "lake")
+    ingest_batch(IngestParams(batch=str(batch), lake=lake))
+
+    t = time.perf_counter()
+    from grace_core.models import litellm_client  # noqa: F401 (imported before the clock, as a warm worker has it)
+    from grace_core.models.offline_embedder import OfflineEmbedder, load_sentence_model
+
+    load_sentence_model(StageParams(lake=lake, round_id=1).settings().torch_threads)
+    imports = time.perf_counter() - t
+
+    encode = OfflineEmbedder._encode
+    encoding = [0.0]
+
+    def timed_encode(self: OfflineEmbedder, texts: list[str]):  # noqa: ANN202 (the wrapped method's own type)
+        t0 = time.thread_time()
+        try:
+            return encode(self, texts)
+        finally:
+            encoding[0] += time.thread_time() - t0
+
+    OfflineEmbedder._encode = timed_encode  # type: ignore[method-assign]
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    built = build_graphs(StageParams(lake=lake, round_id=1))
+    wall = time.perf_counter() - t
+    t = time.perf_counter()
+    again = build_graphs(StageParams(lake=lake, round_id=1))
+    fixed = time.perf_counter() - t
+    assert again["documents"] == 0, "the second run has nothing to build"
+    claims = Lake.open(StageParams(lake=lake, round_id=1).settings()).read("claims", columns=["doc_id", "claim_id"])
+    settings = StageParams(lake=lake, round_id=1).settings()
+    at_once = min(os.cpu_count() or 1, -(-n_papers // settings.docs_per_task))
+    return {"documents": built["documents"], "claims": claims.unique().height, "edges": built["edges"],
+            "unbuilt": built["unbuilt"], "wall_s": wall, "fixed_s": fixed, "embed_s": encoding[0] / at_once,
+            "imports_s": imports, "load": load}
+
+
+def ideal_seconds(calls: int, concurrency: int, delay: float, embed_s: float, fixed_s: float) -> float:
+    """F + max(L·d, n·d/C, E): see the module docstring."""
+    return fixed_s + max(CHAIN * delay, calls * delay / concurrency, embed_s)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--papers", type=int, nargs="+", default=[5])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--delay", type=float, default=0.2, help="seconds the server takes to answer each request")
+    ap.add_argument("--data", type=Path, default=None, help="QASPER JSONL (default: the test fixture for ≤ 5 papers, else the shared dev file)")
+    ap.add_argument("--child", nargs=3, metavar=("PAPERS", "CONCURRENCY", "API_BASE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        n, c, api = int(args.child[0]), int(args.child[1]), args.child[2]
+        print("RESULT " + json.dumps(_child(n, c, api, args.data)))
+        return
+
+    from tests.models.openai_server import OpenAICompatibleServer
+
+    server = OpenAICompatibleServer().start()
+    print("| papers | concurrency | calls | claims | wall s | ideal s | F s | E s | efficiency | claims/s | imports s | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        for n in args.papers:
+            data = args.data or (FIXTURE if n <= 5 else require_data(QASPER_DEV))
+            for c in args.concurrency:
+                server.reset()
+                server.delay_s = args.delay
+                proc = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.bench_model_stage", "--data", str(data), "--child", str(n), str(c), server.url],
+                    capture_output=True, text=True, check=False,
+                )
+                line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+                if proc.returncode != 0 or line is None:
+                    sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+                    raise SystemExit(f"benchmark child failed for {n} papers at concurrency {c} (exit {proc.returncode})")
+                r = json.loads(line.removeprefix("RESULT "))
+                calls = len(server.requests)
+                ideal = ideal_seconds(calls, c, args.delay, r["embed_s"], r["fixed_s"])
+                print(f"| {n} | {c} | {calls} | {r['claims']} | {r['wall_s']:.2f} | {ideal:.2f} | {r['fixed_s']:.2f} | {r['embed_s']:.2f} | "
+                      f"{ideal / r['wall_s']:.2f} | {r['claims'] / r['wall_s']:.1f} | {r['imports_s']:.1f} | {r['load']:.2f} |", flush=True)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
