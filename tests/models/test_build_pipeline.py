@@ -116,7 +116,6 @@ def test_the_pipelined_build_has_the_rows_and_calls_of_the_stage_by_stage_build(
     assert piped.edges.height > 0 and piped.failures.height == 0
 
 
-@pytest.mark.offline_models
 def test_the_offline_build_per_document_equals_the_stage_by_stage_build() -> None:
     roles = build_roles(ModelConfig(torch_threads=1, hallucination_rate=0.3))
     assert roles.documents_at_once == 1
