@@ -17,7 +17,7 @@ prompts and hits the cache.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +25,7 @@ import polars as pl
 
 from grace_core.claims import claim_id
 from grace_core.documents import content_id
+from grace_core.fan_out import run_all
 from grace_core.models.factory import ModelRoles
 from grace_core.models.roles import JudgeRequest, RespondRequest
 
@@ -238,18 +239,11 @@ def build_documents(
 
 
 def _each(fn: Callable[[str], BuildResult], doc_ids: list[str], at_once: int) -> list[BuildResult]:
-    """``[fn(d) for d in doc_ids]``, ``at_once`` documents at a time."""
+    """``[fn(d) for d in doc_ids]``, ``at_once`` documents at a time (:func:`grace_core.fan_out.run_all`)."""
     if at_once <= 1 or len(doc_ids) <= 1:
         return [fn(d) for d in doc_ids]
     with ThreadPoolExecutor(max_workers=min(at_once, len(doc_ids)), thread_name_prefix="grace-build") as pool:
-        futures = [pool.submit(fn, d) for d in doc_ids]
-        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for f in pending:
-            f.cancel()
-    for f in futures:
-        if not f.cancelled() and f.exception() is not None:
-            raise f.exception()
-    return [f.result() for f in futures]
+        return run_all(pool, fn, doc_ids)
 
 
 def build_document(

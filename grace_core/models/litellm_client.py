@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -30,6 +30,7 @@ from litellm.exceptions import ModelNotMappedError  # noqa: E402
 from litellm.types.utils import CostPerToken  # noqa: E402
 
 from grace_core.errors import MalformedReply, ModelUnavailable, SpendCapReached, UnknownModelPrice  # noqa: E402
+from grace_core.fan_out import run_all  # noqa: E402
 from grace_core.models.cache import CallCache, CallOutcome, CallRecord, UsageStats  # noqa: E402
 from grace_core.models.config import ModelConfig  # noqa: E402
 from grace_core.models.hashing import call_key, canonical_json  # noqa: E402
@@ -188,15 +189,7 @@ class LiteLLMClient:
         Called from a call worker itself (a call that maps), the items run in that worker."""
         if not items or _on_call_worker():
             return [fn(x) for x in items]
-        futures = [call_workers(self.config.concurrency).submit(fn, x) for x in items]
-        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for f in pending:
-            f.cancel()
-        wait([f for f in futures if not f.cancelled()])
-        for f in futures:
-            if not f.cancelled() and f.exception() is not None:
-                raise f.exception()
-        return [f.result() for f in futures]
+        return run_all(call_workers(self.config.concurrency), fn, items)
 
     # -- calls ---------------------------------------------------------------------------------
 

@@ -152,7 +152,6 @@ def test_the_concurrency_limit_holds_for_the_process_across_threads_and_clients(
     assert llm_server.max_in_flight == 2, "three tasks' clients share the process's two call workers"
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_starts_call_workers_of_its_own() -> None:
     assert call_workers(2).submit(lambda: 1).result() == 1  # the parent's workers exist
     pid = os.fork()
