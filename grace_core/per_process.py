@@ -19,11 +19,17 @@ class PerProcess(Generic[K, V]):
 
     def __init__(self, make: Callable[[K], V]) -> None:
         self._make = make
-        self._forget()
+        self._inherited: list[dict[K, V]] = []
+        self._values: dict[K, V] = {}
+        self._lock = threading.Lock()
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
-        self._values: dict[K, V] = {}
+        """In a forked child: start with no values and a fresh lock. The parent's values stay
+        referenced, never destroyed here (closing the parent's DuckDB connection or torch state in
+        the child crashes it)."""
+        self._inherited.append(self._values)
+        self._values = {}
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V:
