@@ -21,6 +21,7 @@ from flows.verdicts import latest_decisions
 from grace_core.changes import changed_documents, scoring_fingerprint
 from grace_core.decisions import decide
 from grace_core.documents import content_id
+from grace_core.metrics import scoring_counts
 from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS
 from grace_core.reliability import estimate_reliability, vote_weights
 from grace_core.round import RoundState, settle
@@ -93,6 +94,48 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
     )
 
 
+def previous_scores(lake: Lake, doc_ids: list[str], round_id: int) -> pl.DataFrame:
+    """``doc_id, claim_id, round, status`` of each of ``doc_ids``' latest scoring before
+    ``round_id``, read by key (none for a document never scored)."""
+    scores = lake.read("scores", rounds=range(0, round_id), columns=["doc_id", "claim_id", "round", "status"],
+                       filter=ds.field("doc_id").isin(doc_ids))
+    return scores.filter(pl.col("round") == pl.col("round").max().over("doc_id"))
+
+
+def counts_of(scores: pl.DataFrame, claims: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
+    """:func:`grace_core.metrics.scoring_counts` of ``scores`` (consecutive scorings of their
+    documents) from the documents' ``claims`` and ``decisions`` rows as stored."""
+    return scoring_counts(
+        scores.select("doc_id", "claim_id", "round", "status"),
+        claims.filter(pl.col("source_kind") == "response").select("doc_id", "claim_id", "round"),
+        decisions.filter(pl.col("decision") == "confirm").select("doc_id", "claim_id", "round"),
+    )
+
+
+def fill_scoring_counts(lake: Lake, docs_per_chunk: int) -> int:
+    """Write the ``scoring_counts`` of every scoring stored without them (scores written before
+    the table existed), ``docs_per_chunk`` documents at a time, read by key; returns the
+    documents filled. Idempotent: a chunk is one commit, and a re-run skips what is stored."""
+    missing = lake.query("""
+        SELECT DISTINCT doc_id FROM (SELECT DISTINCT doc_id, round FROM scores)
+        ANTI JOIN scoring_counts USING (doc_id, round) ORDER BY doc_id
+    """)["doc_id"].to_list()
+    for i in range(0, len(missing), docs_per_chunk):
+        docs = missing[i:i + docs_per_chunk]
+        in_docs = ds.field("doc_id").isin(docs)
+        counts = counts_of(lake.read("scores", columns=["doc_id", "claim_id", "round", "status"], filter=in_docs),
+                           lake.read("claims", columns=["doc_id", "claim_id", "round", "source_kind"], filter=in_docs),
+                           lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], filter=in_docs))
+        lake.commit(f"scoring-counts/docs={content_id(*docs)}", {"scoring_counts": counts})
+    return len(missing)
+
+
+@grace_task(retries=1)
+def backfill_scoring_counts(settings: GraceSettings) -> int:
+    """:func:`fill_scoring_counts` over the lake (nothing to do once every scoring has its counts)."""
+    return fill_scoring_counts(open_lake(settings), settings.score_docs_per_task)
+
+
 @grace_task(retries=1)
 def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan: ScoringPlan) -> int:
     """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
@@ -113,11 +156,18 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
                    origin=f"lake {lake.uri} edges", weights=plan.weights)
         at_round = pl.lit(round_id, pl.Int32)
+        scores = s.scores.with_columns(round=at_round)
+        stored = lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], filter=ds.field("doc_id").isin(doc_ids))
+        counts = counts_of(pl.concat([previous_scores(lake, doc_ids, round_id), scores.select("doc_id", "claim_id", "round", "status")]),
+                           s.state.claims, pl.concat([stored.filter(pl.col("round") < round_id),
+                                                      s.decisions.select("doc_id", "claim_id", "decision").with_columns(round=at_round)],
+                                                     how="diagonal"))
         tables = {
             "decisions": s.decisions.with_columns(round=at_round),
             "sources": s.promotion.sources.with_columns(round=at_round, name=pl.lit("verified claim")),
             "edges": s.new_edges.with_columns(round=at_round),
-            "scores": s.scores.with_columns(round=at_round),
+            "scores": scores,
+            "scoring_counts": counts.filter(pl.col("round") == round_id),
             "review_inputs": s.review_inputs(roles).with_columns(round=at_round),
             "llm_calls": pl.concat([c.pending() for c in caches]) if caches else pl.DataFrame(),
         }
@@ -181,6 +231,7 @@ def score_round(params: ScoreParams) -> list[dict]:
     changed); the others keep their latest scores. Publish the round's metrics as artifacts."""
     settings = params.settings()
     logger = get_run_logger()
+    backfill_scoring_counts(settings)
     plan = plan_scoring(settings, params.round_id, bool(params.rescore_all))
     doc_ids = plan.doc_ids
     scored, running = 0, deque()

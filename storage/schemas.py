@@ -51,6 +51,12 @@ document is rescored (:data:`grace_core.review.REVIEW_INPUTS`): ``reach`` (the B
 a confirmation would ground) and ``prior_distance`` (embedding distance to the nearest prior
 unit, the variable part of the review cost). ``claim_status`` shows them beside the scores.
 
+``scoring_counts`` (by round, written with the ``scores`` of the same scoring, just before
+them): per document scored, what the scoring holds (:func:`grace_core.metrics.scoring_counts`:
+claims per status, response claims and the Grounded ones, cascade), so ``round_metrics`` sums
+one row per document and scoring. The score flow back-fills the counts of scorings written
+before the table existed.
+
 ``deferrals`` (by round): claims sent to review. One row per claim and assigned reviewer
 (overlap > 1 gives several rows): ``priority, confidence, cost, gain, rank`` from the
 selection, ``deadline`` (null: none) and ``created_at``.
@@ -105,6 +111,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grace_core.errors import InvalidTable
+from grace_core.metrics import SCORING_COUNTS
 
 SOURCE_KINDS = ("prior", "verified", "response")
 STORED_SOURCE_KINDS = (*SOURCE_KINDS, "passage")  # passages are document text outside the graph
@@ -182,6 +189,10 @@ TABLES: dict[str, TableSpec] = {
             _req("novelty", pa.float64()), _opt("novelty_norm", pa.float64()),
             _opt("priority", pa.float64()), _req("confidence", pa.float64()), _req(ROUND, pa.int32()),
         ], partitioned=True, key=("doc_id", "claim_id", ROUND), status=STATUSES),
+        _spec("scoring_counts", [
+            _req("doc_id", pa.string()), _req(ROUND, pa.int32()),
+            *(_req(c, pa.int64()) for c in SCORING_COUNTS),
+        ], partitioned=True, key=("doc_id", ROUND)),
         _spec("review_inputs", [
             _req("doc_id", pa.string()), _req("claim_id", pa.string()), _req(ROUND, pa.int32()),
             _req("reach", pa.int64()), _req("prior_distance", pa.float64()),
@@ -234,7 +245,7 @@ TABLES: dict[str, TableSpec] = {
 
 
 WRITE_ORDER: tuple[str, ...] = (
-    "documents", "llm_calls", "questions", "edges", "sources", "claims", "review_inputs", "scores", "audits", "deferrals", "verdicts",
+    "documents", "llm_calls", "questions", "edges", "sources", "claims", "review_inputs", "scoring_counts", "scores", "audits", "deferrals", "verdicts",
     "decisions", "queries", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A

@@ -28,6 +28,9 @@ none aggregates votes itself.
   confirmed / deferred and ``yield_decided`` = confirmed / (confirmed + rejected); cascade =
   claims per document that turned from Boundary to Grounded since the previous scored round
   without a confirm decision of their own (DESIGN §7, as :func:`grace_core.round.cascaded`).
+  The status, coverage and cascade figures sum the counts each scoring stored (table
+  ``scoring_counts``, :func:`grace_core.metrics.scoring_counts`), so the view never joins claims
+  to claims and stays within the catalog's memory limit at any size.
   Every claim counted confirmed has been promoted: a decision and its promotion are one commit.
   Audit claims (table ``audits``) are left out of the deferral figures. Audited precision
   (:mod:`grace_core.audit`): of the Grounded claims audited in the round and decided (confirm
@@ -110,50 +113,52 @@ DERIVED_VIEWS: dict[str, str] = {
         FROM claims GROUP BY doc_id, claim_id
     """,
     "round_metrics": """
-        WITH scored_rounds AS (SELECT DISTINCT round FROM scores UNION SELECT DISTINCT round FROM rounds WHERE stage = 'score'),
+        WITH scored_rounds AS (SELECT DISTINCT round FROM scoring_counts UNION SELECT DISTINCT round FROM rounds WHERE stage = 'score'),
         -- each document's scorings with the one before and after it: the state at the end of a
         -- round is each document's latest scoring up to it, so the per-round counts are running
-        -- sums of what each scoring changed (work grows with the rows scored, not rounds x claims)
+        -- sums of what each scoring changed, from the counts stored with it (table scoring_counts):
+        -- work grows with the documents scored, never with the claims
         scorings AS (
-            SELECT doc_id, round, lag(round) OVER (PARTITION BY doc_id ORDER BY round) AS prev_round,
+            SELECT *, lag(round) OVER (PARTITION BY doc_id ORDER BY round) AS prev_round,
                    lead(round) OVER (PARTITION BY doc_id ORDER BY round) AS next_round
-            FROM (SELECT DISTINCT doc_id, round FROM scores)
-        ),
-        response_claims AS (
-            SELECT doc_id, claim_id, min(round) AS first_round
-            FROM claims WHERE source_kind = 'response' GROUP BY doc_id, claim_id
-        ),
-        scoring_counts AS (
-            SELECT s.doc_id, s.round, count(*) AS n_claims,
-                   count(*) FILTER (WHERE s.status = 'grounded') AS n_grounded,
-                   count(*) FILTER (WHERE s.status = 'boundary') AS n_boundary,
-                   count(*) FILTER (WHERE s.status = 'refuted') AS n_refuted,
-                   count(*) FILTER (WHERE rc.first_round <= s.round) AS n_response_claims,
-                   count(*) FILTER (WHERE rc.first_round <= s.round AND s.status = 'grounded') AS n_grounded_response_claims
-            FROM scores s LEFT JOIN response_claims rc ON rc.doc_id = s.doc_id AND rc.claim_id = s.claim_id
-            GROUP BY s.doc_id, s.round
+            FROM scoring_counts
         ),
         changes AS (
-            SELECT c.round, count(*) FILTER (WHERE g.prev_round IS NULL) AS n_documents,
+            SELECT c.round, count(*) FILTER (WHERE c.prev_round IS NULL) AS n_documents,
                    sum(c.n_claims - coalesce(p.n_claims, 0)) AS n_claims,
                    sum(c.n_grounded - coalesce(p.n_grounded, 0)) AS n_grounded,
                    sum(c.n_boundary - coalesce(p.n_boundary, 0)) AS n_boundary,
                    sum(c.n_refuted - coalesce(p.n_refuted, 0)) AS n_refuted,
                    sum(c.n_response_claims - coalesce(p.n_response_claims, 0)) AS n_response_claims,
-                   sum(c.n_grounded_response_claims - coalesce(p.n_grounded_response_claims, 0)) AS n_grounded_response_claims
-            FROM scoring_counts c
-            JOIN scorings g ON g.doc_id = c.doc_id AND g.round = c.round
-            LEFT JOIN scoring_counts p ON p.doc_id = c.doc_id AND p.round = g.prev_round
+                   sum(c.n_grounded_response_claims - coalesce(p.n_grounded_response_claims, 0)) AS n_grounded_response_claims,
+                   sum(c.n_cascade) AS n_cascade
+            FROM scorings c
+            LEFT JOIN scoring_counts p ON p.doc_id = c.doc_id AND p.round = c.prev_round
             GROUP BY c.round
         ),
         -- response claims first decomposed after the scoring that holds them count from their
-        -- first round on (a round's pipeline rescores such a document, so this is empty there)
+        -- first round on, until the document's next scoring (a round's pipeline rescores such a
+        -- document, so this is empty there): candidates are the response rows between two
+        -- scorings, and of those the claims with no response row up to the scoring
+        late_rows AS (
+            SELECT c.doc_id, c.claim_id, g.round AS scored_round, g.next_round, min(c.round) AS first_round
+            FROM claims c
+            JOIN scorings g ON g.doc_id = c.doc_id AND c.round > g.round AND (g.next_round IS NULL OR c.round < g.next_round)
+            WHERE c.source_kind = 'response'
+            GROUP BY ALL
+        ),
+        earlier AS (
+            SELECT DISTINCT l.doc_id, l.claim_id, l.scored_round
+            FROM late_rows l
+            JOIN claims e ON e.doc_id = l.doc_id AND e.claim_id = l.claim_id AND e.round <= l.scored_round
+            WHERE e.source_kind = 'response'
+        ),
         late_responses AS (
             SELECT r.round, count(*) AS n_response_claims, count(*) FILTER (WHERE s.status = 'grounded') AS n_grounded_response_claims
-            FROM scores s
-            JOIN scorings g ON g.doc_id = s.doc_id AND g.round = s.round
-            JOIN response_claims rc ON rc.doc_id = s.doc_id AND rc.claim_id = s.claim_id AND rc.first_round > s.round
-            JOIN scored_rounds r ON r.round >= rc.first_round AND (g.next_round IS NULL OR r.round < g.next_round)
+            FROM late_rows l
+            JOIN scores s ON s.doc_id = l.doc_id AND s.claim_id = l.claim_id AND s.round = l.scored_round
+            JOIN scored_rounds r ON r.round >= l.first_round AND (l.next_round IS NULL OR r.round < l.next_round)
+            WHERE NOT EXISTS (SELECT 1 FROM earlier e WHERE e.doc_id = l.doc_id AND e.claim_id = l.claim_id AND e.scored_round = l.scored_round)
             GROUP BY r.round
         ),
         running AS (
@@ -164,7 +169,8 @@ DERIVED_VIEWS: dict[str, str] = {
                    CAST(sum(coalesce(c.n_boundary, 0)) OVER w AS BIGINT) AS n_boundary,
                    CAST(sum(coalesce(c.n_refuted, 0)) OVER w AS BIGINT) AS n_refuted,
                    CAST(sum(coalesce(c.n_response_claims, 0)) OVER w AS BIGINT) AS n_response_claims,
-                   CAST(sum(coalesce(c.n_grounded_response_claims, 0)) OVER w AS BIGINT) AS n_grounded_response_claims
+                   CAST(sum(coalesce(c.n_grounded_response_claims, 0)) OVER w AS BIGINT) AS n_grounded_response_claims,
+                   CAST(coalesce(c.n_cascade, 0) AS BIGINT) AS n_cascade
             FROM scored_rounds r LEFT JOIN changes c ON c.round = r.round
             WINDOW w AS (ORDER BY r.round ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
         ),
@@ -215,21 +221,6 @@ DERIVED_VIEWS: dict[str, str] = {
 {AUDITED_COLUMNS}
             FROM wilson GROUP BY round
         ),
-        -- a claim's status changes only where its document is rescored, and every scoring round
-        -- is a metric round: the status at the previous metric round is the previous scoring's
-        cascaded AS (
-            SELECT cur.round, count(*) AS n_cascade
-            FROM scores cur
-            JOIN scorings g ON g.doc_id = cur.doc_id AND g.round = cur.round
-            JOIN scores old ON old.doc_id = cur.doc_id AND old.round = g.prev_round AND old.claim_id = cur.claim_id
-            WHERE cur.status = 'grounded' AND old.status = 'boundary'
-              AND NOT EXISTS (
-                  SELECT 1 FROM decisions o
-                  WHERE o.doc_id = cur.doc_id AND o.claim_id = cur.claim_id
-                    AND o.decision = 'confirm' AND o.round <= cur.round
-              )
-            GROUP BY cur.round
-        )
         SELECT p.round, p.n_documents, p.n_claims, p.n_grounded, p.n_boundary, p.n_refuted,
                coalesce(c.n_response_claims, 0) AS n_response_claims,
                c.n_grounded_response_claims / nullif(c.n_response_claims, 0) AS pcr,
@@ -241,8 +232,8 @@ DERIVED_VIEWS: dict[str, str] = {
                coalesce(r.n_pending, 0) AS n_pending,
                r.n_confirmed / nullif(r.n_deferred, 0) AS yield,
                r.n_confirmed / nullif(r.n_confirmed + r.n_rejected, 0) AS yield_decided,
-               coalesce(k.n_cascade, 0) AS n_cascade,
-               coalesce(k.n_cascade, 0) / p.n_documents AS cascade,
+               p.n_cascade,
+               p.n_cascade / p.n_documents AS cascade,
                coalesce(au.n_audited_grounded, 0) AS n_audited_grounded,
                au.grounded_precision, au.grounded_precision_low, au.grounded_precision_high,
                coalesce(au.cum_audited_grounded, 0) AS cum_audited_grounded,
@@ -256,7 +247,6 @@ DERIVED_VIEWS: dict[str, str] = {
         FROM per_round p
         LEFT JOIN coverage c ON c.round = p.round
         LEFT JOIN reviewed r ON r.round = p.round
-        LEFT JOIN cascaded k ON k.round = p.round
         LEFT JOIN audited au ON au.round = p.round
         LEFT JOIN questions q ON q.round = p.round
         ORDER BY p.round

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from flows.params import ScoreParams
 from flows.review import dispatch_reviews
-from flows.score import score_round
+from flows.score import counts_of, score_round
 from grace_core.changes import changed_documents, scoring_fingerprint
 from grace_core.decisions import DECISION_SCHEMA, decide
 from grace_core.params import ScoringParams
@@ -95,6 +96,13 @@ def test_a_round_rescores_only_the_documents_that_changed(tmp_path: Path, monkey
     assert 6 not in scored_by_round(lake)
     score_round(ScoreParams(round_id=7, lake=root, rescore_all=True))
     assert scored_by_round(lake)[7] == ["d1", "d2"]
+
+    # the counts each scoring stored for round_metrics (from its previous scores, read by key)
+    # are those of every document's scorings counted at once, as the back-fill counts them
+    stored = lake.read("scoring_counts").sort("doc_id", "round")
+    recounted = counts_of(lake.read("scores"), lake.read("claims"), lake.read("decisions"))
+    assert stored.height == 8 and stored["n_claims"].sum() > 0
+    assert_frame_equal(stored.select(recounted.columns), recounted)
 
 
 def decisions(rows: list[tuple[str, str, str, str]], quorum: int = 1) -> pl.DataFrame:

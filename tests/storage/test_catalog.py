@@ -19,6 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from flows.score import fill_scoring_counts
 from grace_core.errors import LakeError
 from grace_core.metrics import round_metrics as core_round_metrics
 from grace_core.decisions import decide
@@ -261,6 +262,7 @@ def two_rounds(tmp_path_factory: pytest.TempPathFactory) -> Lake:
     lake.commit("round2/dispatch", {"deferrals": pl.DataFrame([
         deferral("d1", "c6", 2, "carol", now - timedelta(days=1)), deferral("d1", "c6", 2, "dave", now + timedelta(days=1)),
     ])})
+    assert fill_scoring_counts(lake, 1) == 2  # scores written by hand: their counts back-filled, one document per commit
     return lake
 
 
@@ -369,6 +371,9 @@ def test_round_metrics_equal_the_state_as_of_each_round_over_many_rounds(tmp_pat
         lake.commit(f"round{r}/score", tables)
     lake.commit("round6/late-response", {"claims": pl.DataFrame([claim("dz", "dz-c", 6, "response")])})
 
+    assert lake.query("SELECT count(*) AS n FROM round_metrics")["n"][0] == 0  # no counts stored yet
+    assert fill_scoring_counts(lake, 3) == 7
+    assert fill_scoring_counts(lake, 3) == 0  # idempotent: nothing left to fill
     expected = metrics_as_of_each_round(lake)
     view = {m["round"]: m for m in lake.query("SELECT * FROM round_metrics").iter_rows(named=True)}
     assert sorted(view) == sorted(expected) == [1, 2, 3, 4, 5, 6, 7]

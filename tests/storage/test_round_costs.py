@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from flows.score import fill_scoring_counts
 from grace_core.decisions import decide
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -42,6 +43,7 @@ def test_round_costs_per_round_and_per_confirmed_claim(tmp_path: Path) -> None:
     lake.commit("round1/verdicts", {"verdicts": votes})
     lake.commit("round2/score", {"decisions": decide(votes).with_columns(round=pl.lit(2, pl.Int32)),
                                  "llm_calls": calls(2, 2, prompt=10, completion=5, usd=0.002)})
+    fill_scoring_counts(lake, 1000)
 
     costs = {r["round"]: r for r in lake.query("SELECT * FROM round_costs").iter_rows(named=True)}
     assert sorted(costs) == [1, 2]

@@ -16,7 +16,7 @@ from grace_core.status import STATUSES
 from grace_core.review import REVIEW_INPUTS
 from storage.schemas import TABLES, conform
 
-PER_ROUND = {"sources", "claims", "edges", "scores", "review_inputs", "audits", "deferrals", "verdicts", "decisions", "queries", "rounds", "llm_calls"}
+PER_ROUND = {"sources", "claims", "edges", "scores", "scoring_counts", "review_inputs", "audits", "deferrals", "verdicts", "decisions", "queries", "rounds", "llm_calls"}
 
 
 def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:

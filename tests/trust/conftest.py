@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from flows.score import fill_scoring_counts
 from grace_core.decisions import decide
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -81,6 +82,7 @@ def write_small_lake(root: Path) -> Lake:
                                      "verdicts": verdicts.with_columns(pl.col("round").cast(pl.Int32))})
     decisions = decide(verdicts).with_columns(round=pl.lit(2, pl.Int32))
     lake.commit("settle/round=2", {"decisions": decisions, "scores": _scores(2), "llm_calls": _calls(2)})
+    fill_scoring_counts(lake, 1000)  # the counts round_metrics sums, as the score flow stores them
     return lake
 
 
