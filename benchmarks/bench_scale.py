@@ -28,8 +28,10 @@ round ≤ 10 min, the incremental round ≤ 30 s, peak RSS ≤ 3 GB whatever N.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,8 +153,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--changed", type=float, default=0.01, help="Share of the documents changed before the incremental round 2.")
+    ap.add_argument("--root", help="Keep the lakes here, each written lake also as lake-N-fresh: a later run with the same "
+                                   "--root copies it instead of writing it again.")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="grace-bench-scale-") as tmp:
+    with (contextlib.nullcontext(args.root) if args.root else tempfile.TemporaryDirectory(prefix="grace-bench-scale-")) as tmp:
         os.environ |= {"PREFECT_HOME": str(Path(tmp) / "prefect"), "PREFECT_LOGGING_LEVEL": "WARNING",
                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         with prefect_api() as (url, _):
@@ -163,9 +167,16 @@ def main() -> None:
 
 
 def bench(root: str, n: int, changed: float, env: dict[str, str]) -> None:
-    t = time.perf_counter()
-    rows = write_lake(root, n)
-    print(f"\n{n:,} synthetic documents written in {time.perf_counter() - t:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+    t, fresh = time.perf_counter(), Path(f"{root}-fresh")
+    if fresh.is_dir():
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(fresh, root)
+        print(f"\n{n:,} synthetic documents copied from {fresh}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+        rows = write_lake(root, n)
+        print(f"\n{n:,} synthetic documents written in {time.perf_counter() - t:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+        shutil.copytree(root, fresh)
     print(f"{'round':<28}{'wall s':>8}{'score s':>9}{'dispatch s':>11}{'Prefect %':>11}{'ms/doc':>8}{'peak MB':>9}")
     for round_id in (1, 2):
         label = "round 1 (full)"
