@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from grace_core.centrality import closeness_and_novelty, subgraph_betweenness
 from grace_core.edges import PRIOR_KINDS, claim_flags, type_edges
 from grace_core.graph import index_documents
 from grace_core.params import ScoringParams
@@ -35,6 +34,8 @@ def score_edges(
     ``betweenness``, its normalisation, ``novelty_norm`` and ``priority`` are null for claims
     that are not boundary.
     """
+    from grace_core.centrality import closeness_and_novelty, subgraph_betweenness  # numba and graph-tool: imported on first use (grace_core.centrality.load_compiled)
+
     ids = [pl.col(c).cast(pl.Categorical) for c in ("doc_id", "source_id", "claim_id")]  # ids joined as integers, not text
     edges = edges.with_columns(ids)
     flags = claim_flags(edges, rejected, claims)
