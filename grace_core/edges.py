@@ -49,8 +49,9 @@ def validate_edges(edges: pl.DataFrame, origin: str = "edge table", rows: pl.Ser
             raise InvalidEdgeTable(
                 f"{origin}: row {hit[0]}: field '{col}' has unknown value {hit[1][col]!r} (expected one of {', '.join(allowed)})"
             )
-    sources = df.select("doc_id", pl.col("source_id").alias("node_id")).unique()
-    claims = df.select("doc_id", pl.col("claim_id").alias("node_id")).unique()
+    shared = pl.col("claim_id").is_in(pl.col("source_id").unique().implode())  # a claim id that is a source id in some document
+    claims = df.filter(shared).select("doc_id", pl.col("claim_id").alias("node_id")).unique()  # usually none: no (document, id) pairs to compare
+    sources = df.select("doc_id", pl.col("source_id").alias("node_id")).unique() if claims.height else claims
     both = sources.join(claims, on=["doc_id", "node_id"], how="semi")
     if both.height:
         doc, node = both.sort(["doc_id", "node_id"]).row(0)
