@@ -21,6 +21,8 @@ ROWS_PER_CHUNK = 1_000_000  # edge rows scored at once (≈1,100 documents of 20
 
 def _load_kernel() -> None:
     with lifelong_objects():
+        import pyarrow.parquet  # noqa: F401  (for the writer: storage.table_files.parquet_chunk_writer)
+
         from grace_core.centrality import load_compiled  # numba and graph-tool: imported here, on the loader thread
 
         load_compiled()
