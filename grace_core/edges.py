@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from grace_core.errors import InvalidEdgeTable
+from grace_core.graph import pair_key
 from grace_core.params import ScoringParams
 
 EDGE_COLUMNS = ("doc_id", "source_id", "source_kind", "claim_id", "label")
@@ -49,8 +50,9 @@ def validate_edges(edges: pl.DataFrame, origin: str = "edge table", rows: pl.Ser
             raise InvalidEdgeTable(
                 f"{origin}: row {hit[0]}: field '{col}' has unknown value {hit[1][col]!r} (expected one of {', '.join(allowed)})"
             )
-    sources = df.select("doc_id", pl.col("source_id").alias("node_id")).unique()
-    claims = df.select("doc_id", pl.col("claim_id").alias("node_id")).unique()
+    shared = pl.col("claim_id").is_in(pl.col("source_id").unique().implode())  # a claim id that is a source id in some document
+    claims = df.filter(shared).select("doc_id", pl.col("claim_id").alias("node_id")).unique()  # usually none: no (document, id) pairs to compare
+    sources = df.select("doc_id", pl.col("source_id").alias("node_id")).unique() if claims.height else claims
     both = sources.join(claims, on=["doc_id", "node_id"], how="semi")
     if both.height:
         doc, node = both.sort(["doc_id", "node_id"]).row(0)
@@ -97,7 +99,9 @@ def type_edges(edges: pl.DataFrame, flags: pl.DataFrame, params: ScoringParams) 
     A pair judged twice keeps both rows here; the graph has one edge per pair
     (:func:`grace_core.graph.index_documents`).
     """
-    ent = edges.filter(pl.col("label") == "entails").join(flags, on=["doc_id", "claim_id"], how="left")
+    key = pair_key("doc_id", "claim_id")  # one integer join key, not two columns
+    ent = (edges.filter(pl.col("label") == "entails").with_columns(_key=key)
+           .join(flags.select(key.alias("_key"), "in_prior", "contradicted", "rejected"), on="_key", how="left"))
     etype = (
         pl.when(pl.col("source_kind").is_in(PRIOR_KINDS))
         .then(pl.lit("anchor"))

@@ -34,7 +34,7 @@ class IndexedTables:
             )
 
 
-def _pair_key(doc: str, node: str) -> pl.Expr:
+def pair_key(doc: str, node: str) -> pl.Expr:
     """One 64-bit join key for a (document, node) pair: the two ids' categorical codes side by side."""
     code = [pl.col(c).cast(pl.Categorical).to_physical().cast(pl.UInt64) for c in (doc, node)]
     return code[0] * (1 << 32) + code[1]
@@ -53,8 +53,8 @@ def index_documents(sources: pl.DataFrame, claims: pl.DataFrame, typed_edges: pl
     """
     src_nodes = sources.select("doc_id", pl.col("source_id").alias("node_id"), pl.col("source_kind").alias("kind"))
     claim_nodes = claims.rename({"claim_id": "node_id"}).with_columns(kind=pl.lit("claim"))
-    nodes = pl.concat([src_nodes.with_columns(_key=_pair_key("doc_id", "node_id")).unique("_key", keep="first"),
-                       claim_nodes.with_columns(_key=_pair_key("doc_id", "node_id")).unique("_key", keep="first")], how="diagonal")
+    nodes = pl.concat([src_nodes.with_columns(_key=pair_key("doc_id", "node_id")).unique("_key", keep="first"),
+                       claim_nodes.with_columns(_key=pair_key("doc_id", "node_id")).unique("_key", keep="first")], how="diagonal")
     docs = nodes.select("doc_id").unique().sort(pl.col("doc_id").cast(pl.Utf8)).with_row_index("doc")
     nodes = (
         nodes.join(docs, on="doc_id")
@@ -68,7 +68,7 @@ def index_documents(sources: pl.DataFrame, claims: pl.DataFrame, typed_edges: pl
     nodes = nodes.with_columns(vertex=pl.Series(np.arange(nodes.height) - np.repeat(node_offsets[:-1], node_counts), dtype=pl.Int64))
     keys = nodes.select("_key", "doc", "vertex")
     joined = (
-        typed_edges.select(_src=_pair_key("doc_id", "source_id"), _dst=_pair_key("doc_id", "claim_id"), cost=1.0 / pl.col("weight"))
+        typed_edges.select(_src=pair_key("doc_id", "source_id"), _dst=pair_key("doc_id", "claim_id"), cost=1.0 / pl.col("weight"))
         .join(keys.rename({"_key": "_src", "vertex": "src"}), on="_src")
         .join(keys.select(pl.col("_key").alias("_dst"), pl.col("vertex").alias("dst")), on="_dst")
     )

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from grace_core.centrality import closeness_and_novelty, subgraph_betweenness
-from grace_core.edges import PRIOR_KINDS, claim_flags, type_edges
+from grace_core.edges import LABELS, PRIOR_KINDS, SOURCE_KINDS, claim_flags, type_edges
 from grace_core.graph import index_documents
 from grace_core.params import ScoringParams
 from grace_core.priority import confidence, max_scaled_over_doc, minmax_over_doc, priority
@@ -35,11 +34,14 @@ def score_edges(
     ``betweenness``, its normalisation, ``novelty_norm`` and ``priority`` are null for claims
     that are not boundary.
     """
+    from grace_core.centrality import closeness_and_novelty, subgraph_betweenness  # numba and graph-tool: imported on first use (grace_core.centrality.load_compiled)
+
     ids = [pl.col(c).cast(pl.Categorical) for c in ("doc_id", "source_id", "claim_id")]  # ids joined as integers, not text
-    edges = edges.with_columns(ids)
+    kinds = [pl.col("source_kind").cast(pl.Enum(SOURCE_KINDS)), pl.col("label").cast(pl.Enum(LABELS))]  # compared as integers, not text
+    edges = edges.with_columns(*ids, *kinds)
     flags = claim_flags(edges, rejected, claims)
     typed = type_edges(edges, flags, params)
-    src_keys = edges.select("doc_id", "source_id", "source_kind")
+    src_keys = edges.select("doc_id", "source_id", pl.col("source_kind").cast(pl.Utf8))
     if sources is not None:
         src_keys = pl.concat([src_keys, sources.select(ids[0], ids[1], pl.col("source_kind").cast(pl.Utf8))])
     idx = index_documents(src_keys, flags, typed)

@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from grace_core.errors import GraceError
 
@@ -95,16 +93,20 @@ def document_chunks(path: str | Path, rows_per_chunk: int) -> Iterator[tuple[pl.
 @contextmanager
 def parquet_chunk_writer(path: str | Path) -> Iterator:
     """A function that appends a DataFrame to the zstd Parquet file ``path``; the file appears
-    (renamed from a temporary file beside it) only when the block ends without an error."""
+    (renamed from a temporary file beside it) only when the block ends without an error.
+    pyarrow is imported with the first DataFrame, not with the module (``grace score`` imports
+    it on its kernel loading thread meanwhile, off its start-up)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     os.close(fd)
-    writer: list[pq.ParquetWriter] = []
+    writer: list = []  # the pq.ParquetWriter, made with the first DataFrame's schema
 
     def write(df: pl.DataFrame) -> None:
-        table: pa.Table = df.to_arrow()
+        table = df.to_arrow()
         if not writer:
+            import pyarrow.parquet as pq
+
             writer.append(pq.ParquetWriter(tmp, table.schema, compression="zstd"))
         writer[0].write_table(table)
 

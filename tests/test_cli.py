@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,18 @@ def test_score_writes_one_row_per_claim(tmp_path: Path) -> None:
         assert col in scores.columns
     assert set(scores["status"]) == {"grounded", "boundary", "refuted"}
     assert "scored 13 claims in 2 documents" in res.stdout
+
+
+def test_score_starts_without_the_orchestration_database_and_model_stacks(tmp_path: Path) -> None:
+    """Start-up is most of ``grace score``'s time on a small file (benchmarks/bench_score_cli.py):
+    scoring a file imports no Prefect (nor the flows), DuckDB, Delta or model library."""
+    res = subprocess.run([GRACE, "score", str(sample_edges(tmp_path)), str(tmp_path / "s.parquet")], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert res.returncode == 0, res.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    assert "polars" in imported and "grace_core.centrality" in imported  # the import log is read right
+    heavy = {"prefect", "duckdb", "deltalake", "litellm", "torch", "sentence_transformers"}
+    assert {m for m in imported if m.split(".")[0] in heavy} == set()
 
 
 def test_score_options_change_the_weights(tmp_path: Path) -> None:

@@ -166,3 +166,13 @@ def test_bad_edge_tables_name_file_row_and_field(mutate, message: str) -> None:
 def test_same_id_as_source_and_claim_in_different_documents_is_fine() -> None:
     other = pl.DataFrame([{"doc_id": "d2", "source_id": "r", "source_kind": "response", "claim_id": "p", "label": "entails"}])
     assert validate_edges(pl.concat([_valid(), other])).height == 4
+
+
+def test_an_id_shared_across_documents_does_not_hide_one_used_twice_in_a_document() -> None:
+    def row(doc: str, source: str, kind: str, claim: str) -> dict:
+        return {"doc_id": doc, "source_id": source, "source_kind": kind, "claim_id": claim, "label": "entails"}
+
+    table = pl.DataFrame([row("d1", "p", "prior", "a"), row("d2", "r", "response", "p"),  # 'p': source in d1, claim in d2: fine
+                          row("d3", "q", "prior", "b"), row("d3", "s", "response", "q")])  # 'q': source and claim in d3
+    with pytest.raises(InvalidEdgeTable, match="row 4: field 'claim_id': id 'q' is used both as a source and as a claim in document 'd3'"):
+        validate_edges(table, origin="e.parquet")

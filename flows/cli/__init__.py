@@ -4,9 +4,12 @@ traceback or a box."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from pydantic import ValidationError
@@ -33,6 +36,22 @@ def _register(argv: list[str] | None = None) -> None:
     _unwrap_help(app)
 
 
+@contextmanager
+def lifelong_objects() -> Iterator[None]:
+    """For a block that makes objects living as long as the process (imports: modules, classes,
+    typer's, pydantic's and numba's tables): the cyclic garbage collector is off meanwhile, and
+    what the block made is frozen after it, so no later collection, nor the ones at exit, walks
+    it again. Those passes were ≈ 0.3 s CPU of a 2 s ``grace score``."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def paragraphs(text: str) -> str:
     """``text`` (a docstring) as paragraphs of one line each, separated by a blank line."""
     return "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", inspect.cleandoc(text)) if p.strip())
@@ -57,7 +76,8 @@ def _fail(message: str, code: int = 2) -> None:
 
 def main() -> None:
     """Entry point of the ``grace`` console command."""
-    _register(sys.argv[1:])
+    with lifelong_objects():
+        _register(sys.argv[1:])
     try:
         code = typer.main.get_group(app)(standalone_mode=False)  # a group even when only `score` is registered
     except typer.TyperException as exc:  # click's usage errors: unknown command or option, a value of the wrong type

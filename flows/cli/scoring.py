@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
 import polars as pl
 import typer
 
-from flows.cli import app
+from flows.cli import app, lifelong_objects
 from flows.settings import GraceSettings, build_settings
 from grace_core.edges import validate_edges
 from grace_core.errors import InvalidEdgeTable
@@ -18,20 +19,32 @@ from storage.table_files import TableFileError, document_chunks, parquet_chunk_w
 ROWS_PER_CHUNK = 1_000_000  # edge rows scored at once (≈1,100 documents of 200 claims): peak memory stays under 1.5 GB
 
 
+def _load_kernel() -> None:
+    with lifelong_objects():
+        import pyarrow.parquet  # noqa: F401  (for the writer: storage.table_files.parquet_chunk_writer)
+
+        from grace_core.centrality import load_compiled  # numba and graph-tool: imported here, on the loader thread
+
+        load_compiled()
+
+
 def score_file(edges_path: Path, out: Path, settings: GraceSettings, rows_per_chunk: int = ROWS_PER_CHUNK) -> tuple[pl.DataFrame, int]:
     """Read, validate and score one edge-table file chunk by chunk of whole documents, writing
     the scores to ``out`` (all or nothing; the same file as scoring the whole table at once); a
     table with no rows is refused. Returns the number of claims per status (``status, claims``)
-    and the number of documents."""
+    and the number of documents. The compiled kernel loads on a thread meanwhile (numba and
+    graph-tool imports, numba's cache) while the first chunk is read and validated."""
     if edges_path.is_dir():
         raise TableFileError(f"{edges_path}: is a folder, not an edge table file")
     counts, n_docs = [], 0
     try:
-        with parquet_chunk_writer(out) as write:
+        with ThreadPoolExecutor(1, thread_name_prefix="grace-kernel") as loader, parquet_chunk_writer(out) as write:
+            kernel = loader.submit(_load_kernel)
             for rows, file_rows in document_chunks(edges_path, rows_per_chunk):
                 edges = validate_edges(rows, origin=str(edges_path), rows=file_rows)
                 if edges.height == 0:
                     raise InvalidEdgeTable(f"{edges_path}: no edges (the table has a header but no rows)")
+                kernel.result()
                 scores = score_edges(edges, settings)
                 write(scores)
                 counts.append(scores.group_by("status").agg(claims=pl.len()))
