@@ -40,8 +40,7 @@ PACKET_COLUMNS = [
 def latest_decisions(lake: Lake) -> pl.DataFrame:
     """Each claim's decision from its documents' latest settle step (the persisted
     :func:`grace_core.decisions.decide`): ``doc_id, claim_id, …, decision``."""
-    rows = lake.read("decisions")
-    return rows.filter(pl.col("round") == pl.col("round").max().over("doc_id")).drop("round")
+    return lake.query("SELECT * EXCLUDE (round) FROM latest_decisions")  # the catalog's view: one definition
 
 
 def _of(doc_ids: Sequence[str] | None, condition: ds.Expression | None = None) -> ds.Expression | None:
