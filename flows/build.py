@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import pyarrow.dataset as ds
 from prefect import flow, get_run_logger
 from prefect.futures import wait
 
@@ -53,15 +52,14 @@ def build_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], now:
     left out of the commit and reported in ``failures`` (doc_id, role, outcome, error)."""
     started = timestamp(None)  # real start of the work, for the rounds table
     lake = open_lake(settings)
-    built = set(lake.read("claims", columns=["doc_id"], filter=ds.field("doc_id").isin(doc_ids))["doc_id"].to_list())
+    built = set(lake.read("claims", columns=["doc_id"], doc_ids=doc_ids)["doc_id"].to_list())
     doc_ids = [d for d in doc_ids if d not in built]
     if not doc_ids:
         return {"documents": 0, "claims": 0, "edges": 0, "skipped": True, "failures": [], "spent_usd": 0.0}
     key = _attempt_key(lake, round_id, doc_ids)
-    in_docs = ds.field("doc_id").isin(doc_ids)
-    docs = lake.read("documents", columns=["doc_id", "title"], filter=in_docs)
-    passages = lake.read("sources", rounds=[0], columns=["doc_id", "source_id", "source_kind", "ord", "text"], filter=in_docs)
-    questions = lake.read("questions", columns=["doc_id", "question_id", "ord", "question"], filter=in_docs).sort("doc_id", "ord")
+    docs = lake.read("documents", columns=["doc_id", "title"], doc_ids=doc_ids)
+    passages = lake.read("sources", rounds=[0], columns=["doc_id", "source_id", "source_kind", "ord", "text"], doc_ids=doc_ids)
+    questions = lake.read("questions", columns=["doc_id", "question_id", "ord", "question"], doc_ids=doc_ids).sort("doc_id", "ord")
     roles, cache = roles_with_cache(settings, lake, round_id)
     spent_before = roles.usage().cost_usd
     model = settings.responder_model if settings.backend == "litellm" else "offline"

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any, Callable
 
 import polars as pl
-import pyarrow.dataset as ds
 
 from flows.eval_reports import png_bytes, pyplot
 from grace_core.report_figures import costs_by_round, frontier_by_document, precision_by_round, reviewer_totals, waiting_claims
@@ -58,7 +57,7 @@ def read_report_data(lake: Lake, *, top: int) -> ReportData:
     stats = lake.query("SELECT * FROM reviewer_stats ORDER BY round, reviewer")
     queue = lake.query("SELECT doc_id, claim_id, reviewer FROM review_queue")
     waiting = waiting_claims(status, queue, top)
-    rows = lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], filter=ds.field("doc_id").isin(waiting["doc_id"].unique().to_list()))
+    rows = lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], doc_ids=waiting["doc_id"].unique().to_list())
     waiting = waiting.join(claim_texts(rows), on=["doc_id", "claim_id"], how="left")
     calls = lake.read("llm_calls", columns=["round", "role", "outcome", "prompt_tokens", "completion_tokens", "cost_usd"])
     return ReportData(

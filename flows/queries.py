@@ -79,9 +79,9 @@ def question_responses(settings: GraceSettings, round_id: int, now: datetime) ->
         todo = not_sampled(open_queries(lake.read("queries")), responses)
         if todo.height == 0:
             return {}, 0, 0
-        in_docs = ds.field("doc_id").isin(todo["doc_id"].unique().to_list())
-        docs = lake.read("documents", columns=["doc_id", "title"], filter=in_docs)
-        passages = lake.read("sources", rounds=[0], columns=["doc_id", "source_id", "source_kind", "ord", "text"], filter=in_docs)
+        in_docs = todo["doc_id"].unique().to_list()
+        docs = lake.read("documents", columns=["doc_id", "title"], doc_ids=in_docs)
+        passages = lake.read("sources", rounds=[0], columns=["doc_id", "source_id", "source_kind", "ord", "text"], doc_ids=in_docs)
         roles, cache = roles_with_cache(settings, lake, round_id)
         model = settings.responder_model if settings.backend == "litellm" else "offline"
         questions = todo.select("doc_id", pl.col("query_id").alias("question_id"), "question")
@@ -89,9 +89,9 @@ def question_responses(settings: GraceSettings, round_id: int, now: datetime) ->
                                                           context_passages=settings.context_passages, model=model)
         if failures.height:
             raise ModelCallsFailed(f"round {round_id}: questions: {describe_failures(failures.select('role', 'outcome', 'error').iter_rows())}")
-        graph = lake.read("sources", columns=["doc_id", "source_id", "source_kind", "text"], filter=in_docs).filter(
+        graph = lake.read("sources", columns=["doc_id", "source_id", "source_kind", "text"], doc_ids=in_docs).filter(
             pl.col("source_kind").is_in(list(SOURCE_KINDS))).unique(["doc_id", "source_id"])
-        known = lake.read("claims", columns=["doc_id", "claim_id", "text"], filter=in_docs)
+        known = lake.read("claims", columns=["doc_id", "claim_id", "text"], doc_ids=in_docs)
         claims, edges = grow_with_responses(new.select("doc_id", "source_id", "source_kind", "text"), graph, known, roles, round_id=round_id)
         return {"sources": new, "claims": claims, "edges": edges, "llm_calls": cache.pending()}, todo["doc_id"].n_unique(), todo.height
 

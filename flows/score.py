@@ -84,21 +84,19 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
     """The state of ``doc_ids`` as of ``round_id`` (:class:`grace_core.round.RoundState`),
     read by key from the lake: their graph sources, claims, edges and every vote on them."""
     rounds = range(0, round_id + 1)
-    in_docs = ds.field("doc_id").isin(doc_ids)
     return RoundState(
         sources=lake.read("sources", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "text", "claim_id"],
-                          filter=in_docs & ds.field("source_kind").isin(list(SOURCE_KINDS))),
-        claims=lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id", "source_id", "source_kind", "text", "round"], filter=in_docs),
-        edges=lake.read("edges", rounds=rounds, columns=list(EDGE_COLUMNS), filter=in_docs),
-        votes=lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"], filter=in_docs),
+                          filter=ds.field("source_kind").isin(list(SOURCE_KINDS)), doc_ids=doc_ids),
+        claims=lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id", "source_id", "source_kind", "text", "round"], doc_ids=doc_ids),
+        edges=lake.read("edges", rounds=rounds, columns=list(EDGE_COLUMNS), doc_ids=doc_ids),
+        votes=lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"], doc_ids=doc_ids),
     )
 
 
 def previous_scores(lake: Lake, doc_ids: list[str], round_id: int) -> pl.DataFrame:
     """``doc_id, claim_id, round, status`` of each of ``doc_ids``' latest scoring before
     ``round_id``, read by key (none for a document never scored)."""
-    scores = lake.read("scores", rounds=range(0, round_id), columns=["doc_id", "claim_id", "round", "status"],
-                       filter=ds.field("doc_id").isin(doc_ids))
+    scores = lake.read("scores", rounds=range(0, round_id), columns=["doc_id", "claim_id", "round", "status"], doc_ids=doc_ids)
     return scores.filter(pl.col("round") == pl.col("round").max().over("doc_id"))
 
 
@@ -122,10 +120,9 @@ def fill_scoring_counts(lake: Lake, docs_per_chunk: int) -> int:
     """)["doc_id"].to_list()
     for i in range(0, len(missing), docs_per_chunk):
         docs = missing[i:i + docs_per_chunk]
-        in_docs = ds.field("doc_id").isin(docs)
-        counts = counts_of(lake.read("scores", columns=["doc_id", "claim_id", "round", "status"], filter=in_docs),
-                           lake.read("claims", columns=["doc_id", "claim_id", "round", "source_kind"], filter=in_docs),
-                           lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], filter=in_docs))
+        counts = counts_of(lake.read("scores", columns=["doc_id", "claim_id", "round", "status"], doc_ids=docs),
+                           lake.read("claims", columns=["doc_id", "claim_id", "round", "source_kind"], doc_ids=docs),
+                           lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], doc_ids=docs))
         lake.commit(f"scoring-counts/docs={content_id(*docs)}", {"scoring_counts": counts})
     return len(missing)
 
@@ -157,7 +154,7 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan
                    origin=f"lake {lake.uri} edges", weights=plan.weights)
         at_round = pl.lit(round_id, pl.Int32)
         scores = s.scores.with_columns(round=at_round)
-        stored = lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], filter=ds.field("doc_id").isin(doc_ids))
+        stored = lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], doc_ids=doc_ids)
         counts = counts_of(pl.concat([previous_scores(lake, doc_ids, round_id), scores.select("doc_id", "claim_id", "round", "status")]),
                            s.state.claims, pl.concat([stored.filter(pl.col("round") < round_id),
                                                       s.decisions.select("doc_id", "claim_id", "decision").with_columns(round=at_round)],

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.dataset as ds
 
 from grace_core.assignment import VERIFIER, open_assignments
@@ -43,14 +42,6 @@ def latest_decisions(lake: Lake) -> pl.DataFrame:
     return lake.query("SELECT * EXCLUDE (round) FROM latest_decisions")  # the catalog's view: one definition
 
 
-def _of(doc_ids: Sequence[str] | None, condition: ds.Expression | None = None) -> ds.Expression | None:
-    """``condition`` and, when ``doc_ids`` is given, ``doc_id`` among them (None: every row)."""
-    docs = None if doc_ids is None else ds.field("doc_id").isin(pa.array(list(doc_ids), pa.string()))  # typed: [] is a null array
-    if docs is None or condition is None:
-        return docs if condition is None else condition
-    return docs & condition
-
-
 @dataclass(frozen=True)
 class LakeTexts:
     """The lake's claim texts and prior units, read by document (a
@@ -61,13 +52,13 @@ class LakeTexts:
 
     def claim_texts(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
         """One text per (doc_id, claim_id) of ``doc_ids``: the first decomposition's."""
-        return round_claim_texts(self.lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], filter=_of(doc_ids)))
+        return round_claim_texts(self.lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], doc_ids=doc_ids))
 
     def prior_units(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
         """``doc_id, text`` of what counts as prior knowledge in ``doc_ids`` (:func:`grace_core.round.prior_units`)."""
         return round_prior_units(
-            self.lake.read("claims", columns=["doc_id", "source_kind", "text"], filter=_of(doc_ids, ds.field("source_kind") == "prior")),
-            self.lake.read("sources", columns=["doc_id", "source_kind", "text"], filter=_of(doc_ids, ds.field("source_kind") == "verified")),
+            self.lake.read("claims", columns=["doc_id", "source_kind", "text"], filter=ds.field("source_kind") == "prior", doc_ids=doc_ids),
+            self.lake.read("sources", columns=["doc_id", "source_kind", "text"], filter=ds.field("source_kind") == "verified", doc_ids=doc_ids),
         )
 
 
@@ -94,7 +85,7 @@ def pending_for(lake: Lake, reviewer: str, now: datetime) -> pl.DataFrame:
 
 def _latest_scores(lake: Lake, docs: list[str]) -> pl.DataFrame:
     """``doc_id, claim_id, status, confidence`` of each document's latest scoring."""
-    scores = lake.read("scores", columns=["doc_id", "claim_id", "round", "status", "confidence"], filter=ds.field("doc_id").isin(docs))
+    scores = lake.read("scores", columns=["doc_id", "claim_id", "round", "status", "confidence"], doc_ids=docs)
     return scores.filter(pl.col("round") == pl.col("round").max().over("doc_id")).drop("round")
 
 

@@ -89,7 +89,7 @@ def _clashes(lake: Lake, documents: pl.DataFrame, name: str) -> tuple[pl.DataFra
     """The stored rows of ``documents``' ids, and one :class:`SkippedLine` per document stored
     with other content, in line order."""
     ids = documents["doc_id"].to_list()
-    stored = lake.read("documents", columns=["doc_id", "content_hash", "batch_id"], filter=ds.field("doc_id").isin(ids))
+    stored = lake.read("documents", columns=["doc_id", "content_hash", "batch_id"], doc_ids=ids)
     clash = documents.join(stored, on="doc_id", suffix="_stored").filter(pl.col("content_hash") != pl.col("content_hash_stored"))
     found = []
     for row in clash.sort("line").iter_rows(named=True):

@@ -28,7 +28,7 @@ from storage.catalog import ensure_catalog
 from storage.commit import CommitResult, commit_tables
 from storage.commit_log import CommitLog
 from storage.config import LakeConfig
-from storage.delta_tables import DeltaTables, LakeState, first_line
+from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key
 from storage.filesystem import LocalStore, Store, open_store
 from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
@@ -91,11 +91,13 @@ class Lake:
 
     def read_arrow(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
-        filter: ds.Expression | None = None,
+        filter: ds.Expression | None = None, doc_ids: Iterable[str] | None = None,
     ) -> pa.Table:
         """Rows of ``table`` at its current version as Arrow, optionally only some rounds
-        (pruned by partition, without opening the others), some ``columns`` and rows matching
-        ``filter`` (a :mod:`pyarrow.dataset` expression, e.g. ``ds.field("doc_id").isin(ids)``)."""
+        (pruned by partition, without opening the others), some ``columns``, rows matching
+        ``filter`` (a :mod:`pyarrow.dataset` expression, e.g. ``ds.field("source_kind") == "prior"``)
+        and rows of the documents ``doc_ids``, read by key
+        (:func:`storage.delta_tables.read_by_key`: only the files and row groups that may hold them)."""
         spec = table_spec(table)
         names = list(columns) if columns else spec.schema.names
         unknown = [c for c in names if c not in spec.schema.names]
@@ -115,16 +117,18 @@ class Lake:
             return schema.empty_table()
         try:
             dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning) if pruning else dt.to_pyarrow_dataset()
+            if doc_ids is not None:
+                return read_by_key(dt, dataset, "doc_id", doc_ids, columns=names, filter=filter).cast(schema)
             return dataset.to_table(columns=names, filter=filter).cast(schema)
         except (OSError, pa.ArrowException, DeltaError) as exc:
             raise LakeError(f"lake {self.uri}: cannot read table {table}: {first_line(exc)}") from None
 
     def read(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
-        filter: ds.Expression | None = None,
+        filter: ds.Expression | None = None, doc_ids: Iterable[str] | None = None,
     ) -> pl.DataFrame:
         """Rows of ``table`` as a polars DataFrame (see :meth:`read_arrow`)."""
-        return pl.from_arrow(self.read_arrow(table, rounds=rounds, columns=columns, filter=filter))
+        return pl.from_arrow(self.read_arrow(table, rounds=rounds, columns=columns, filter=filter, doc_ids=doc_ids))
 
     def catalog(self) -> Path:
         """Path of the DuckDB catalog file, rebuilt first if it is behind the lake."""

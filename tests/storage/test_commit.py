@@ -234,3 +234,36 @@ def test_a_lake_pickles_as_its_settings_and_reopens(lake: Lake) -> None:
     copy = pickle.loads(pickle.dumps(Lake.open(settings)))
     assert type(copy.config) is LakeConfig and copy.uri == lake.uri
     assert copy.read("claims").height == 4
+
+
+def test_a_read_by_document_opens_only_the_files_that_may_hold_them(lake: Lake) -> None:
+    # five commits of 20 documents each (doc0-doc99, one file per commit), claims sorted by document;
+    # the files that cannot hold the documents asked for are deleted: a read by key never opens them
+    everything = claims(100, 30, 1).with_columns(doc_id=pl.lit("doc") + pl.col("doc_id").str.slice(3).str.zfill(3))
+    everything = everything.sample(fraction=1.0, shuffle=True, seed=1)
+    for k in range(5):
+        lake.commit(f"part{k}", {"claims": everything.filter(pl.col("doc_id").is_in([f"doc{i:03d}" for i in range(20 * k, 20 * k + 20)]))})
+    stored = lake.read("claims")
+    wanted = [f"doc{i:03d}" for i in (*range(20, 40), *range(60, 65), 61, 999)]  # two files' documents, a repeat, an unknown one
+    got = lake.read("claims", doc_ids=wanted).sort("doc_id", "claim_id")
+    assert got.equals(stored.filter(pl.col("doc_id").is_in(wanted)).sort("doc_id", "claim_id"))
+    assert lake.read("claims", doc_ids=wanted, filter=ds.field("ord") < 3).height == 25 * 3
+    assert lake.read("claims", doc_ids=[]).height == 0
+    # rows are stored sorted by document, so row groups hold runs of documents
+    assert all(pq.read_table(f, columns=["doc_id"], filesystem=lake.store.arrow_fs)["doc_id"].to_pylist() == sorted(pq.read_table(f, columns=["doc_id"], filesystem=lake.store.arrow_fs)["doc_id"].to_pylist())
+               for f in data_files(lake, "tables/claims"))
+
+    # more values than Arrow prunes files by (delta_tables.IS_IN_PRUNED), over a range that spans a third file
+    spread = [f"doc{i:03d}" for i in (*range(20, 40), *range(60, 80))] + [f"doc025-{i}" for i in range(20)]
+    assert len(spread) > delta_tables.IS_IN_PRUNED
+    removed = 0
+    for f in data_files(lake, "tables/claims"):
+        docs = set(pq.read_table(f, columns=["doc_id"], filesystem=lake.store.arrow_fs)["doc_id"].to_pylist())
+        if not docs & {*wanted, *spread}:
+            lake.store.arrow_fs.delete_file(f)
+            removed += 1
+    assert removed == 3  # doc000-019, doc040-059 and doc080-099
+    assert lake.read("claims", doc_ids=wanted).height == 25 * 30
+    assert lake.read("claims", doc_ids=spread).height == 40 * 30
+    with pytest.raises(LakeError, match="cannot read table claims"):
+        lake.read("claims")  # a whole read opens every file
