@@ -64,7 +64,7 @@ class LakeTexts:
 
 def document_texts(lake: Lake, doc_ids: Sequence[str]) -> pl.DataFrame:
     """The whole text of each of ``doc_ids``: its passages in order, with their names."""
-    passages = lake.read("sources", rounds=[0], columns=["doc_id", "name", "ord", "text"], filter=_of(doc_ids))
+    passages = lake.read("sources", rounds=[0], columns=["doc_id", "name", "ord", "text"], doc_ids=doc_ids)
     return passages.sort("doc_id", "ord").group_by("doc_id", maintain_order=True).agg(
         text=pl.concat_str([pl.col("name").fill_null(""), pl.col("text")], separator="\n").str.join("\n\n")
     )

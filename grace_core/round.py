@@ -104,6 +104,10 @@ class RoundState:
         """:func:`prior_units` of this state (of ``doc_ids`` when given)."""
         return prior_units(_of(self.claims, doc_ids), _of(self.sources, doc_ids))
 
+    def of(self, doc_ids: Sequence[str]) -> RoundState:
+        """The state of ``doc_ids`` only."""
+        return RoundState(*(_of(frame, doc_ids) for frame in (self.sources, self.claims, self.edges, self.votes)))
+
     def with_promotion(self, new_sources: pl.DataFrame, new_edges: pl.DataFrame) -> RoundState:
         """The state after adding promoted sources and their (cascade) edges."""
         return RoundState(
@@ -178,7 +182,10 @@ def settle(
         return Settlement(decisions, promotion, empty, before, state)
     cascade = judge_cascade(promotion.sources, before, texts, roles(), round_id=round_id).select(EDGE_COLUMNS)
     grown = state.with_promotion(promotion.sources.select(list(SOURCE_COLUMNS)), pl.concat([promotion.edges.select(EDGE_COLUMNS), cascade]))
-    return Settlement(decisions, promotion, cascade, score_state(grown, params, rejected, origin), grown)
+    # scoring is per document: only the documents that gained verified priors are scored again
+    promoted = promotion.sources["doc_id"].unique().sort().to_list()
+    scores = pl.concat([before.filter(~pl.col("doc_id").is_in(promoted)), score_state(grown.of(promoted), params, rejected, origin)])
+    return Settlement(decisions, promotion, cascade, scores.sort("doc_id", "claim_id"), grown)
 
 
 def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:

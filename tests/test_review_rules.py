@@ -193,3 +193,24 @@ def test_settle_decides_by_reliability_weights_when_given() -> None:
     weighted = settle(state, P, lambda: None, quorum=1, round_id=2, weights={"careful": 2.94, "noisy1": 0.1, "noisy2": -0.2})
     assert weighted.decisions["decision"].to_list() == ["confirm"]
     assert weighted.promotion.sources["claim_id"].to_list() == ["c"]
+
+
+def test_settle_scores_again_only_the_documents_that_gained_verified_priors() -> None:
+    from grace_core.round import RoundState, score_state, settle
+
+    def doc(d: str, extra: list[tuple[str, str, str]]) -> pl.DataFrame:
+        return _edges([("p", "prior", "g"), ("r1", "response", "g"), ("r1", "response", "x"), *extra]).with_columns(doc_id=pl.lit(d))
+
+    # d1, d2: x is their only Boundary claim (so the judge has nothing to read); d3 keeps its own
+    edges = pl.concat([doc("d1", []), doc("d2", [("r2", "response", "g")]), doc("d3", [("r2", "response", "y"), ("r2", "response", "x")])])
+    sources = edges.select("doc_id", "source_id", "source_kind").unique().with_columns(text=pl.lit("A source."), claim_id=pl.lit(None, pl.Utf8))
+    claims = edges.filter(pl.col("source_kind") == "response").select("doc_id", "claim_id", "source_id", "source_kind").unique(
+        ["doc_id", "claim_id"]).with_columns(text=pl.format("Claim {} of {}.", "claim_id", "doc_id"))
+    votes = pl.DataFrame({"doc_id": ["d1", "d2"], "claim_id": ["x", "x"], "reviewer": ["alice"] * 2, "verdict": ["confirm"] * 2,
+                          "round": [1, 1]}, schema_overrides={"round": pl.Int32})
+    s = settle(RoundState(sources, claims, edges, votes), P, lambda: None, quorum=1, round_id=2)
+    assert sorted(s.promotion.sources["doc_id"]) == ["d1", "d2"]
+    everything = score_state(s.state, P, s.promotion.rejected)
+    assert s.scores.equals(everything.sort("doc_id", "claim_id"))  # the same as scoring every document again
+    status = {(d, c): st for d, c, st in s.scores.select("doc_id", "claim_id", "status").iter_rows()}
+    assert (status["d1", "x"], status["d2", "x"], status["d3", "x"], status["d3", "y"]) == ("grounded", "grounded", "boundary", "boundary")

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import _register, app
-from flows.review import dispatch_reviews, ingest_verdicts
+from flows.review import dispatch_reviews
 from flows.score import score_round
 from flows.verdicts import ingest_verdict_file
 from grace_core.assignment import VERIFIER

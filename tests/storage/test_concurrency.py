@@ -7,7 +7,6 @@ unit without duplicating what it had written."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
