@@ -122,8 +122,8 @@ def sample_responses_with_failures(
         texts = doc_passages["text"].to_list()
         if not texts:
             continue
-        p_emb = roles.embedder.embed(texts)
-        q_emb = roles.embedder.embed([q for _, q in items])
+        emb = roles.embedder.embed([*texts, *(q for _, q in items)])  # one encode: its batches are served together
+        p_emb, q_emb = emb[: len(texts)], emb[len(texts):]
         for (qid, q), qe in zip(items, q_emb):
             ctx = "\n\n".join(texts[i] for i in pick_context(qe, p_emb, context_passages))
             reqs.append(RespondRequest(q, ctx))

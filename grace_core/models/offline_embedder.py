@@ -3,9 +3,13 @@ loaded by path with sentence-transformers and ``HF_HUB_OFFLINE=1`` (never downlo
 
 The model is loaded once per process, and one embedder per configuration serves every task and
 stage of the process (:meth:`OfflineEmbedder.from_config`): vectors are cached per text hash in
-a bounded LRU, so the claims a build embeds are not embedded again when the round scores them.
+a bounded LRU, so the claims a build embeds are not embedded again when the round scores them,
+and a text another thread is encoding is waited for, not encoded again.
 Texts are tokenised once and run through the model's own modules (BERT, mean pooling,
 normalisation) in batches of near-equal token count, so forward passes carry almost no padding.
+The forward passes run on the process's forward workers (:func:`forward_workers`, one per core
+by default): one large encode uses every core, and threads encoding at once never run more
+passes than there are workers.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from grace_core.errors import ModelUnavailable
+from grace_core.fan_out import run_all
 from grace_core.models.config import ModelConfig
 from grace_core.models.hashing import text_hash
 from grace_core.per_process import PerProcess
@@ -63,31 +70,53 @@ def _load_sentence_model(threads: int | None):
     return SentenceTransformer(str(packaged_model_dir()), device="cpu")
 
 
+_FORWARD_WORKERS: PerProcess[int, ThreadPoolExecutor] = PerProcess(
+    lambda n: ThreadPoolExecutor(max_workers=n, thread_name_prefix="grace-embed")
+)
+
+
+def forward_workers(workers: int | None) -> ThreadPoolExecutor:
+    """The process's threads that run the offline embedder's forward passes, ``workers`` of them
+    (None: one per core), started on first use and kept for the process's life (a forked child
+    starts its own). Every embedder of the process queues its batches on them, first come first
+    served, so an encode's batches spread over the cores while no more passes run at once than
+    there are workers (torch threads beyond the cores run several times slower)."""
+    return _FORWARD_WORKERS.get(workers or os.cpu_count() or 1)
+
+
 class OfflineEmbedder:
     """An :class:`~grace_core.models.roles.Embedder` over the packaged all-MiniLM-L6-v2.
 
-    ``threads`` torch threads (torch's default when None); a forward pass holds at most
+    ``threads`` torch threads per forward pass (torch's default when None), at most ``workers``
+    forward passes at once in the process (:func:`forward_workers`); a forward pass holds at most
     ``batch_size`` texts and ``batch_tokens`` padded tokens; up to ``cache_size`` vectors kept
     by text hash.
     """
 
     def __init__(
-        self, *, threads: int | None = None, batch_size: int = 32, batch_tokens: int = 512, cache_size: int = 200_000
+        self, *, threads: int | None = None, batch_size: int = 32, batch_tokens: int = 512, cache_size: int = 200_000,
+        workers: int | None = None,
     ) -> None:
         self._model = load_sentence_model(threads)
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
         self._cache_size = cache_size
+        self._workers = workers
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._in_flight: dict[str, Future[dict[str, np.ndarray]]] = {}
         self._lock = threading.Lock()
         self.encoded = 0
         """Texts actually run through the model (cache misses) since construction."""
+        self.encode_cpu_s = 0.0
+        """CPU seconds spent tokenising and in forward passes since construction (summed over threads)."""
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> OfflineEmbedder:
-        """The process's embedder with ``config``'s threads, batching and cache size (one per
-        configuration, shared by every task and stage of the process, with its cache)."""
-        return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size)
+        """The process's embedder with ``config``'s threads, batching, cache size and forward
+        passes at once (one per configuration, shared by every task and stage of the process,
+        with its cache)."""
+        return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size,
+                                config.embed_workers)
 
     @property
     def dim(self) -> int:
@@ -98,31 +127,48 @@ class OfflineEmbedder:
         """Unit vectors of ``texts``; only texts not seen before go through the model.
 
         Threads share the embedder: the cache is read and filled under a lock, the forward
-        passes run outside it (torch releases the GIL), so two chunk tasks use two cores; a text
-        two threads miss at the same time is encoded by both and cached once."""
+        passes run outside it (torch releases the GIL); a text another thread is already
+        encoding is waited for (single flight), so no text is encoded twice at once."""
         keys = [text_hash(t) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, str] = {}
+        waiting: dict[str, Future[dict[str, np.ndarray]]] = {}
         with self._lock:
             for i, k in enumerate(keys):
                 vec = self._cache.get(k)
-                if vec is None:
-                    missing.setdefault(k, texts[i])
-                else:
+                if vec is not None:
                     self._cache.move_to_end(k)
                     out[i] = vec
-        if not missing:
-            return out
-        fresh = dict(zip(missing, self._encode(list(missing.values())), strict=True))
+                elif k not in missing and k not in waiting:
+                    if k in self._in_flight:
+                        waiting[k] = self._in_flight[k]
+                    else:
+                        missing[k] = texts[i]
+            mine: Future[dict[str, np.ndarray]] = Future()
+            self._in_flight.update(dict.fromkeys(missing, mine))
+        found: dict[str, np.ndarray] = {}
+        if missing:
+            try:
+                found = dict(zip(missing, self._encode(list(missing.values())), strict=True))
+            except BaseException as exc:
+                with self._lock:
+                    for k in missing:
+                        del self._in_flight[k]
+                mine.set_exception(exc)
+                raise
+            with self._lock:
+                self.encoded += len(missing)
+                for k, vec in found.items():
+                    self._cache[k] = vec
+                    del self._in_flight[k]
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            mine.set_result(found)
+        for k, flight in waiting.items():
+            found[k] = flight.result()[k]  # the encoding thread's exception, if it raised, is raised here too
         for i, k in enumerate(keys):
-            if k in fresh:
-                out[i] = fresh[k]
-        with self._lock:
-            self.encoded += len(missing)
-            for k, vec in fresh.items():
-                self._cache[k] = vec
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            if k in found:
+                out[i] = found[k]
         return out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -131,31 +177,44 @@ class OfflineEmbedder:
         Sorting by token count (``SentenceTransformer.encode`` sorts by characters, ~25% padding
         on claims) keeps each batch's padding small; a batch of short texts may hold more of them
         (up to ``batch_tokens`` padded tokens), which uses the CPU better than a fixed count.
+        The batches run on the forward workers; a batch's vectors do not depend on the thread.
         """
         import torch
 
+        started = time.thread_time()
         tokenizer = self._model.tokenizer
         with _TOKENIZING:
             enc = tokenizer(texts, truncation="longest_first", max_length=self._model.max_seq_length)
         order = sorted(range(len(texts)), key=lambda i: len(enc["input_ids"][i]), reverse=True)
+        batches, start = [], 0
+        while start < len(order):
+            width = len(enc["input_ids"][order[start]])
+            batches.append(order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))])
+            start += len(batches[-1])
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        start = 0
-        with torch.inference_mode():
-            while start < len(order):
-                width = len(enc["input_ids"][order[start]])
-                batch = order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))]
-                start += len(batch)
-                with _TOKENIZING:
-                    features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
+
+        def forward(batch: list[int]) -> None:
+            began = time.thread_time()
+            with _TOKENIZING:
+                features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
+            with torch.inference_mode():
                 out[batch] = self._model(dict(features))["sentence_embedding"].numpy()
+            self._spent(time.thread_time() - began)
+
+        self._spent(time.thread_time() - started)
+        run_all(forward_workers(self._workers), forward, batches)
         return out
 
+    def _spent(self, cpu_s: float) -> None:
+        with self._lock:
+            self.encode_cpu_s += cpu_s
 
-_SHARED: PerProcess[tuple[int | None, int, int, int], OfflineEmbedder] = PerProcess(
-    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3])
+
+_SHARED: PerProcess[tuple[int | None, int, int, int, int | None], OfflineEmbedder] = PerProcess(
+    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3], workers=key[4])
 )
 
 
-def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int) -> OfflineEmbedder:
+def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int, workers: int | None) -> OfflineEmbedder:
     """The process's one embedder of this configuration (made by the first task that asks)."""
-    return _SHARED.get((threads, batch_size, batch_tokens, cache_size))
+    return _SHARED.get((threads, batch_size, batch_tokens, cache_size, workers))
