@@ -9,19 +9,25 @@ Texts are tokenised once and run through the model's own modules (BERT, mean poo
 normalisation) in batches of near-equal token count, so forward passes carry almost no padding.
 The forward passes run on the process's forward workers (:func:`forward_workers`, one per core
 by default): one large encode uses every core, and threads encoding at once never run more
-passes than there are workers.
+passes than there are workers. :meth:`OfflineEmbedder.prefetch` starts an encode nobody waits
+for yet (the judge's source units while the document's calls are out); its passes run only
+when no pass someone waits for is queued.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import itertools
 import os
+import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from functools import lru_cache, partial
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -70,17 +76,63 @@ def _load_sentence_model(threads: int | None):
     return SentenceTransformer(str(packaged_model_dir()), device="cpu")
 
 
-_FORWARD_WORKERS: PerProcess[int, ThreadPoolExecutor] = PerProcess(
-    lambda n: ThreadPoolExecutor(max_workers=n, thread_name_prefix="grace-embed")
-)
+class ForwardWorkers:
+    """``n`` threads running forward passes, kept for the process's life. Passes queued on
+    :attr:`now` (someone waits for them) run before those queued on :attr:`later` (prefetches),
+    each lane in the order queued."""
+
+    def __init__(self, n: int) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, Future[Any] | None, Callable[[], Any] | None]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads = [threading.Thread(target=self._work, name=f"grace-embed_{i}", daemon=True) for i in range(n)]
+        for t in self._threads:
+            t.start()
+        atexit.register(self._stop)
+        self.now: Executor = _Lane(self, 1)
+        self.later: Executor = _Lane(self, 2)
+
+    def _put(self, rank: int, call: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._queue.put((rank, next(self._order), future, call))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, future, call = self._queue.get()
+            if future is None or call is None:
+                return
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:  # noqa: BLE001 (handed to whoever waits for the pass)
+                    future.set_exception(exc)
+
+    def _stop(self) -> None:
+        """At exit: the running passes end (torch cut off by interpreter shutdown can crash),
+        the queued ones are dropped."""
+        for _ in self._threads:
+            self._queue.put((0, next(self._order), None, None))
+        for t in self._threads:
+            t.join()
 
 
-def forward_workers(workers: int | None) -> ThreadPoolExecutor:
+class _Lane(Executor):
+    def __init__(self, workers: ForwardWorkers, rank: int) -> None:
+        self._workers, self._rank = workers, rank
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:  # type: ignore[override]
+        return self._workers._put(self._rank, partial(fn, *args, **kwargs))
+
+
+_FORWARD_WORKERS: PerProcess[int, ForwardWorkers] = PerProcess(ForwardWorkers)
+
+
+def forward_workers(workers: int | None) -> ForwardWorkers:
     """The process's threads that run the offline embedder's forward passes, ``workers`` of them
     (None: one per core), started on first use and kept for the process's life (a forked child
-    starts its own). Every embedder of the process queues its batches on them, first come first
-    served, so an encode's batches spread over the cores while no more passes run at once than
-    there are workers (torch threads beyond the cores run several times slower)."""
+    starts its own). Every embedder of the process queues its batches on them, so an encode's
+    batches spread over the cores while no more passes run at once than there are workers
+    (torch threads beyond the cores run several times slower)."""
     return _FORWARD_WORKERS.get(workers or os.cpu_count() or 1)
 
 
@@ -128,7 +180,17 @@ class OfflineEmbedder:
 
         Threads share the embedder: the cache is read and filled under a lock, the forward
         passes run outside it (torch releases the GIL); a text another thread is already
-        encoding is waited for (single flight), so no text is encoded twice at once."""
+        encoding (or prefetching) is waited for (single flight), so no text is encoded twice
+        at once."""
+        return self._embed(texts, later=False)
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start encoding those of ``texts`` not cached nor being encoded, and return at once.
+        Their forward passes wait behind every pass someone waits for; an :meth:`embed` of
+        them meanwhile waits for this encode instead of making its own."""
+        threading.Thread(target=self._embed, args=(list(texts),), kwargs={"later": True}, name="grace-embed-prefetch").start()
+
+    def _embed(self, texts: Sequence[str], *, later: bool) -> np.ndarray:
         keys = [text_hash(t) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, str] = {}
@@ -149,7 +211,7 @@ class OfflineEmbedder:
         found: dict[str, np.ndarray] = {}
         if missing:
             try:
-                found = dict(zip(missing, self._encode(list(missing.values())), strict=True))
+                found = dict(zip(missing, self._encode(list(missing.values()), later=later), strict=True))
             except BaseException as exc:
                 with self._lock:
                     for k in missing:
@@ -171,13 +233,14 @@ class OfflineEmbedder:
                 out[i] = found[k]
         return out
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], *, later: bool = False) -> np.ndarray:
         """Unit vectors of ``texts`` through the model's modules, the longest texts first.
 
         Sorting by token count (``SentenceTransformer.encode`` sorts by characters, ~25% padding
         on claims) keeps each batch's padding small; a batch of short texts may hold more of them
         (up to ``batch_tokens`` padded tokens), which uses the CPU better than a fixed count.
-        The batches run on the forward workers; a batch's vectors do not depend on the thread.
+        The batches run on the forward workers (behind the others when ``later``); a batch's
+        vectors do not depend on the thread.
         """
         import torch
 
@@ -202,7 +265,8 @@ class OfflineEmbedder:
             self._spent(time.thread_time() - began)
 
         self._spent(time.thread_time() - started)
-        run_all(forward_workers(self._workers), forward, batches)
+        workers = forward_workers(self._workers)
+        run_all(workers.later if later else workers.now, forward, batches)
         return out
 
     def _spent(self, cpu_s: float) -> None:

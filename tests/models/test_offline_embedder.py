@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from grace_core.models.config import ModelConfig
-from grace_core.models.offline_embedder import OfflineEmbedder, _load_sentence_model, load_sentence_model
+from grace_core.models.offline_embedder import ForwardWorkers, OfflineEmbedder, _load_sentence_model, load_sentence_model
 from grace_core.models.offline_support import source_units
 
 
@@ -116,6 +116,27 @@ def test_threads_embedding_at_once_never_run_more_passes_than_workers(texts: lis
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(one.embed, [texts[:16], texts[16:32], texts[32:]]))
     assert passes.most == 1 and one.encoded == len(texts)
+
+
+def test_a_prefetched_text_is_encoded_once_and_gives_the_vectors_of_embed(texts: list[str]) -> None:
+    alone = OfflineEmbedder(threads=1).embed(texts)
+    ahead = OfflineEmbedder(threads=1)
+    ahead.prefetch(texts[:30])
+    vecs = ahead.embed(texts)  # waits for the prefetch's texts still being encoded, encodes the rest
+    assert ahead.encoded == len(texts)
+    assert float((vecs * alone).sum(axis=1).min()) >= 0.9999
+
+
+def test_passes_someone_waits_for_run_before_prefetched_ones() -> None:
+    workers = ForwardWorkers(1)
+    release, ran = threading.Event(), []
+    blocker = workers.now.submit(release.wait, 30)
+    queued = [workers.later.submit(ran.append, "later 1"), workers.now.submit(ran.append, "now 1"),
+              workers.later.submit(ran.append, "later 2"), workers.now.submit(ran.append, "now 2")]
+    release.set()
+    for f in [blocker, *queued]:
+        f.result(timeout=30)
+    assert ran == ["now 1", "now 2", "later 1", "later 2"]
 
 
 def test_tasks_starting_at_once_load_the_model_once() -> None:
