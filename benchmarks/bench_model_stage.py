@@ -38,7 +38,10 @@ flight and n calls in all, no schedule finishes the model work before
   starts, as a warm worker has them; their seconds are printed apart (``imports s``).
 
 ``efficiency = ideal / wall``; the target (issue 17) is ≥ 0.8. ``claims/s`` = claims the round
-built / wall. The machine is shared: the load average is printed with every row.
+built / wall. The machine is shared: the load average is printed with every row, and ``CPU s``,
+the CPU seconds the build took in the child (all its threads; the Prefect server and the model
+server run elsewhere): on a loaded machine the wall time is about what share of the cores
+those seconds got.
 """
 
 from __future__ import annotations
@@ -95,9 +98,9 @@ def _child(n_papers: int, concurrency: int, api_base: str, data: Path) -> dict:
     embedder = OfflineEmbedder.from_config(settings)  # the process's one, which the build's tasks use
     encoding = embedder.encode_cpu_s
     load = os.getloadavg()[0]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     built = build_graphs(StageParams(lake=lake, round_id=1))
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     encoding = embedder.encode_cpu_s - encoding
     t = time.perf_counter()
     again = build_graphs(StageParams(lake=lake, round_id=1))
@@ -108,7 +111,7 @@ def _child(n_papers: int, concurrency: int, api_base: str, data: Path) -> dict:
     at_once = min(cores, settings.embed_workers or cores)
     return {"documents": built["documents"], "claims": claims.unique().height, "edges": built["edges"],
             "unbuilt": built["unbuilt"], "wall_s": wall, "fixed_s": fixed, "embed_s": encoding / at_once, "embed_cpu_s": encoding,
-            "imports_s": imports, "load": load}
+            "cpu_s": cpu, "imports_s": imports, "load": load}
 
 
 def ideal_seconds(calls: int, concurrency: int, delay: float, embed_s: float, fixed_s: float) -> float:
@@ -132,8 +135,8 @@ def main() -> None:
     from tests.models.openai_server import OpenAICompatibleServer
 
     server = OpenAICompatibleServer().start()
-    print("| papers | concurrency | calls | claims | wall s | ideal s | F s | E s | embedder CPU s | efficiency | claims/s | imports s | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| papers | concurrency | calls | claims | wall s | ideal s | F s | E s | embedder CPU s | CPU s | efficiency | claims/s | imports s | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for n in args.papers:
             data = args.data or (FIXTURE if n <= 5 else require_data(QASPER_DEV))
@@ -151,7 +154,7 @@ def main() -> None:
                 r = json.loads(line.removeprefix("RESULT "))
                 calls = len(server.requests)
                 ideal = ideal_seconds(calls, c, args.delay, r["embed_s"], r["fixed_s"])
-                print(f"| {n} | {c} | {calls} | {r['claims']} | {r['wall_s']:.2f} | {ideal:.2f} | {r['fixed_s']:.2f} | {r['embed_s']:.2f} | {r['embed_cpu_s']:.2f} | "
+                print(f"| {n} | {c} | {calls} | {r['claims']} | {r['wall_s']:.2f} | {ideal:.2f} | {r['fixed_s']:.2f} | {r['embed_s']:.2f} | {r['embed_cpu_s']:.2f} | {r['cpu_s']:.1f} | "
                       f"{ideal / r['wall_s']:.2f} | {r['claims'] / r['wall_s']:.1f} | {r['imports_s']:.1f} | {r['load']:.2f} |", flush=True)
     finally:
         server.stop()

@@ -64,7 +64,8 @@ class ModelConfig(BaseModel):
     )
     embed_workers: int | None = Field(
         None, ge=1, description="Forward passes of the offline embedder at once in one process, each on torch_threads threads "
-        "(None: one per core). One encode's batches are spread over them, so a large one uses every core."
+        "(None: one per core). One encode's batches are spread over them, so a large one uses every core; with several "
+        "worker processes on the same cores, cores / processes."
     )
     responder_sentences: int = Field(2, ge=1, description="Sentences in one offline response.")
     responder_pool: int = Field(6, ge=1, description="Most relevant context sentences the offline responder samples from.")

@@ -76,10 +76,15 @@ def _load_sentence_model(threads: int | None):
     return SentenceTransformer(str(packaged_model_dir()), device="cpu")
 
 
+WORKER_NICENESS = 5
+"""Added to the forward workers' nice value (Linux: per thread), so that a thread making a model
+call, or handling its reply, gets a core at once when it wakes while passes run."""
+
+
 class ForwardWorkers:
     """``n`` threads running forward passes, kept for the process's life. Passes queued on
     :attr:`now` (someone waits for them) run before those queued on :attr:`later` (prefetches),
-    each lane in the order queued."""
+    each lane in the order queued. The workers run at :data:`WORKER_NICENESS` below the process."""
 
     def __init__(self, n: int) -> None:
         self._queue: queue.PriorityQueue[tuple[int, int, Future[Any] | None, Callable[[], Any] | None]] = queue.PriorityQueue()
@@ -97,6 +102,10 @@ class ForwardWorkers:
         return future
 
     def _work(self) -> None:
+        try:  # below the threads that make model calls: their few CPU milliseconds per call are on the critical path
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS))
+        except (AttributeError, OSError):  # not Linux (thread ids are not process ids there)
+            pass
         while True:
             _, _, future, call = self._queue.get()
             if future is None or call is None:

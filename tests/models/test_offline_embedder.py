@@ -5,6 +5,7 @@ forward passes run on the process's forward workers, as many at once as there ar
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,7 +14,13 @@ import numpy as np
 import pytest
 
 from grace_core.models.config import ModelConfig
-from grace_core.models.offline_embedder import ForwardWorkers, OfflineEmbedder, _load_sentence_model, load_sentence_model
+from grace_core.models.offline_embedder import (
+    WORKER_NICENESS,
+    ForwardWorkers,
+    OfflineEmbedder,
+    _load_sentence_model,
+    load_sentence_model,
+)
 from grace_core.models.offline_support import source_units
 
 
@@ -137,6 +144,11 @@ def test_passes_someone_waits_for_run_before_prefetched_ones() -> None:
     for f in [blocker, *queued]:
         f.result(timeout=30)
     assert ran == ["now 1", "now 2", "later 1", "later 2"]
+
+
+def test_forward_workers_run_below_the_threads_that_make_calls() -> None:
+    nice = ForwardWorkers(1).now.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result(timeout=30)
+    assert nice == min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS)
 
 
 def test_tasks_starting_at_once_load_the_model_once() -> None:
