@@ -122,8 +122,8 @@ def sample_responses_with_failures(
         texts = doc_passages["text"].to_list()
         if not texts:
             continue
-        p_emb = roles.embedder.embed(texts)
-        q_emb = roles.embedder.embed([q for _, q in items])
+        emb = roles.embedder.embed([*texts, *(q for _, q in items)])  # one encode: its batches are served together
+        p_emb, q_emb = emb[: len(texts)], emb[len(texts):]
         for (qid, q), qe in zip(items, q_emb):
             ctx = "\n\n".join(texts[i] for i in pick_context(qe, p_emb, context_passages))
             reqs.append(RespondRequest(q, ctx))
@@ -254,10 +254,16 @@ def build_document(
     stage waits for every call of the one before): what it runs for each document.
 
     A document with a failed or capped model item is dropped from the later stages and from
-    the result; its items are in ``failures``."""
+    the result; its items are in ``failures``.
+
+    The judge is told of the sources as soon as they are known (:meth:`Judge.prepare`: the
+    priors first, the responses once back), so that its embeddings are made while the calls
+    are out rather than after the last claim is back."""
+    roles.judge.prepare(passages.filter(pl.col("source_kind") == "prior")["text"].to_list())
     responses, corruptions, failures = sample_responses_with_failures(
         docs, passages, questions, roles, round_id=round_id, context_passages=context_passages, model=model
     )
+    roles.judge.prepare(responses["text"].to_list())
     dropped = sorted(set(failures["doc_id"].to_list()))
     sources = _without(pl.concat([
         passages.filter(pl.col("source_kind") == "prior").select("doc_id", "source_id", "source_kind", "text"),

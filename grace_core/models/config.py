@@ -62,6 +62,11 @@ class ModelConfig(BaseModel):
         1, ge=1, description="torch threads of the offline embedder (None: OMP_NUM_THREADS, else every core). "
         "1 by default: flows run chunks in parallel processes, and oversubscribed torch threads run 5x slower here."
     )
+    embed_workers: int | None = Field(
+        None, ge=1, description="Forward passes of the offline embedder at once in one process, each on torch_threads threads "
+        "(None: one per core). One encode's batches are spread over them, so a large one uses every core; with several "
+        "worker processes on the same cores, cores / processes."
+    )
     responder_sentences: int = Field(2, ge=1, description="Sentences in one offline response.")
     responder_pool: int = Field(6, ge=1, description="Most relevant context sentences the offline responder samples from.")
     hallucination_rate: float = Field(

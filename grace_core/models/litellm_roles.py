@@ -209,6 +209,10 @@ class LiteLLMJudge:
         self.client, self.model, self.config = client, model, config
         self.scorer = SupportScorer(embedder)
 
+    def prepare(self, sources: Sequence[str]) -> None:
+        """Start embedding the units of ``sources`` for the prefilter (:meth:`SupportScorer.prepare`)."""
+        self.scorer.prepare(sources)
+
     def candidates(self, requests: Sequence[JudgeRequest]) -> list[tuple[list[int], np.ndarray]]:
         """Per request: the claim indices sent to the LLM (at most K, cosine ≥ the prefilter
         threshold, in claim order) and every claim's best cosine to the source."""
@@ -323,6 +327,10 @@ class LiteLLMEmbedder:
             self.embed(["dimension probe"])
         assert self._dim is not None
         return self._dim
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Nothing: API embeddings are made when asked (a prefetch could spend calls on texts
+        whose document then fails)."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts``; raises :class:`EmbeddingFailed` if a call fails for good."""

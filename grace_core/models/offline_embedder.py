@@ -3,24 +3,37 @@ loaded by path with sentence-transformers and ``HF_HUB_OFFLINE=1`` (never downlo
 
 The model is loaded once per process, and one embedder per configuration serves every task and
 stage of the process (:meth:`OfflineEmbedder.from_config`): vectors are cached per text hash in
-a bounded LRU, so the claims a build embeds are not embedded again when the round scores them.
+a bounded LRU, so the claims a build embeds are not embedded again when the round scores them,
+and a text another thread is encoding is waited for, not encoded again.
 Texts are tokenised once and run through the model's own modules (BERT, mean pooling,
 normalisation) in batches of near-equal token count, so forward passes carry almost no padding.
+The forward passes run on the process's forward workers (:func:`forward_workers`, one per core
+by default): one large encode uses every core, and threads encoding at once never run more
+passes than there are workers. :meth:`OfflineEmbedder.prefetch` starts an encode nobody waits
+for yet (the judge's source units while the document's calls are out); its passes run only
+when no pass someone waits for is queued.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import itertools
 import os
+import queue
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from functools import lru_cache, partial
+from typing import Any
 from pathlib import Path
 
 import numpy as np
 
 from grace_core.errors import ModelUnavailable
+from grace_core.fan_out import run_all
 from grace_core.models.config import ModelConfig
 from grace_core.models.hashing import text_hash
 from grace_core.per_process import PerProcess
@@ -63,31 +76,108 @@ def _load_sentence_model(threads: int | None):
     return SentenceTransformer(str(packaged_model_dir()), device="cpu")
 
 
+WORKER_NICENESS = 5
+"""Added to the forward workers' nice value (Linux: per thread), so that a thread making a model
+call, or handling its reply, gets a core at once when it wakes while passes run."""
+
+
+class ForwardWorkers:
+    """``n`` threads running forward passes, kept for the process's life. Passes queued on
+    :attr:`now` (someone waits for them) run before those queued on :attr:`later` (prefetches),
+    each lane in the order queued. The workers run at :data:`WORKER_NICENESS` below the process."""
+
+    def __init__(self, n: int) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, Future[Any] | None, Callable[[], Any] | None]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads = [threading.Thread(target=self._work, name=f"grace-embed_{i}", daemon=True) for i in range(n)]
+        for t in self._threads:
+            t.start()
+        atexit.register(self._stop)
+        self.now: Executor = _Lane(self, 1)
+        self.later: Executor = _Lane(self, 2)
+
+    def _put(self, rank: int, call: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._queue.put((rank, next(self._order), future, call))
+        return future
+
+    def _work(self) -> None:
+        try:  # below the threads that make model calls: their few CPU milliseconds per call are on the critical path
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS))
+        except (AttributeError, OSError):  # not Linux (thread ids are not process ids there)
+            pass
+        while True:
+            _, _, future, call = self._queue.get()
+            if future is None or call is None:
+                return
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:  # noqa: BLE001 (handed to whoever waits for the pass)
+                    future.set_exception(exc)
+
+    def _stop(self) -> None:
+        """At exit: the running passes end (torch cut off by interpreter shutdown can crash),
+        the queued ones are dropped."""
+        for _ in self._threads:
+            self._queue.put((0, next(self._order), None, None))
+        for t in self._threads:
+            t.join()
+
+
+class _Lane(Executor):
+    def __init__(self, workers: ForwardWorkers, rank: int) -> None:
+        self._workers, self._rank = workers, rank
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:  # type: ignore[override]
+        return self._workers._put(self._rank, partial(fn, *args, **kwargs))
+
+
+_FORWARD_WORKERS: PerProcess[int, ForwardWorkers] = PerProcess(ForwardWorkers)
+
+
+def forward_workers(workers: int | None) -> ForwardWorkers:
+    """The process's threads that run the offline embedder's forward passes, ``workers`` of them
+    (None: one per core), started on first use and kept for the process's life (a forked child
+    starts its own). Every embedder of the process queues its batches on them, so an encode's
+    batches spread over the cores while no more passes run at once than there are workers
+    (torch threads beyond the cores run several times slower)."""
+    return _FORWARD_WORKERS.get(workers or os.cpu_count() or 1)
+
+
 class OfflineEmbedder:
     """An :class:`~grace_core.models.roles.Embedder` over the packaged all-MiniLM-L6-v2.
 
-    ``threads`` torch threads (torch's default when None); a forward pass holds at most
+    ``threads`` torch threads per forward pass (torch's default when None), at most ``workers``
+    forward passes at once in the process (:func:`forward_workers`); a forward pass holds at most
     ``batch_size`` texts and ``batch_tokens`` padded tokens; up to ``cache_size`` vectors kept
     by text hash.
     """
 
     def __init__(
-        self, *, threads: int | None = None, batch_size: int = 32, batch_tokens: int = 512, cache_size: int = 200_000
+        self, *, threads: int | None = None, batch_size: int = 32, batch_tokens: int = 512, cache_size: int = 200_000,
+        workers: int | None = None,
     ) -> None:
         self._model = load_sentence_model(threads)
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
         self._cache_size = cache_size
+        self._workers = workers
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._in_flight: dict[str, Future[dict[str, np.ndarray]]] = {}
         self._lock = threading.Lock()
         self.encoded = 0
         """Texts actually run through the model (cache misses) since construction."""
+        self.encode_cpu_s = 0.0
+        """CPU seconds spent tokenising and in forward passes since construction (summed over threads)."""
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> OfflineEmbedder:
-        """The process's embedder with ``config``'s threads, batching and cache size (one per
-        configuration, shared by every task and stage of the process, with its cache)."""
-        return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size)
+        """The process's embedder with ``config``'s threads, batching, cache size and forward
+        passes at once (one per configuration, shared by every task and stage of the process,
+        with its cache)."""
+        return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size,
+                                config.embed_workers)
 
     @property
     def dim(self) -> int:
@@ -98,64 +188,106 @@ class OfflineEmbedder:
         """Unit vectors of ``texts``; only texts not seen before go through the model.
 
         Threads share the embedder: the cache is read and filled under a lock, the forward
-        passes run outside it (torch releases the GIL), so two chunk tasks use two cores; a text
-        two threads miss at the same time is encoded by both and cached once."""
+        passes run outside it (torch releases the GIL); a text another thread is already
+        encoding (or prefetching) is waited for (single flight), so no text is encoded twice
+        at once."""
+        return self._embed(texts, later=False)
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start encoding those of ``texts`` not cached nor being encoded, and return at once.
+        Their forward passes wait behind every pass someone waits for; an :meth:`embed` of
+        them meanwhile waits for this encode instead of making its own."""
+        threading.Thread(target=self._embed, args=(list(texts),), kwargs={"later": True}, name="grace-embed-prefetch").start()
+
+    def _embed(self, texts: Sequence[str], *, later: bool) -> np.ndarray:
         keys = [text_hash(t) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, str] = {}
+        waiting: dict[str, Future[dict[str, np.ndarray]]] = {}
         with self._lock:
             for i, k in enumerate(keys):
                 vec = self._cache.get(k)
-                if vec is None:
-                    missing.setdefault(k, texts[i])
-                else:
+                if vec is not None:
                     self._cache.move_to_end(k)
                     out[i] = vec
-        if not missing:
-            return out
-        fresh = dict(zip(missing, self._encode(list(missing.values())), strict=True))
+                elif k not in missing and k not in waiting:
+                    if k in self._in_flight:
+                        waiting[k] = self._in_flight[k]
+                    else:
+                        missing[k] = texts[i]
+            mine: Future[dict[str, np.ndarray]] = Future()
+            self._in_flight.update(dict.fromkeys(missing, mine))
+        found: dict[str, np.ndarray] = {}
+        if missing:
+            try:
+                found = dict(zip(missing, self._encode(list(missing.values()), later=later), strict=True))
+            except BaseException as exc:
+                with self._lock:
+                    for k in missing:
+                        del self._in_flight[k]
+                mine.set_exception(exc)
+                raise
+            with self._lock:
+                self.encoded += len(missing)
+                for k, vec in found.items():
+                    self._cache[k] = vec
+                    del self._in_flight[k]
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            mine.set_result(found)
+        for k, flight in waiting.items():
+            found[k] = flight.result()[k]  # the encoding thread's exception, if it raised, is raised here too
         for i, k in enumerate(keys):
-            if k in fresh:
-                out[i] = fresh[k]
-        with self._lock:
-            self.encoded += len(missing)
-            for k, vec in fresh.items():
-                self._cache[k] = vec
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            if k in found:
+                out[i] = found[k]
         return out
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], *, later: bool = False) -> np.ndarray:
         """Unit vectors of ``texts`` through the model's modules, the longest texts first.
 
         Sorting by token count (``SentenceTransformer.encode`` sorts by characters, ~25% padding
         on claims) keeps each batch's padding small; a batch of short texts may hold more of them
         (up to ``batch_tokens`` padded tokens), which uses the CPU better than a fixed count.
+        The batches run on the forward workers (behind the others when ``later``); a batch's
+        vectors do not depend on the thread.
         """
         import torch
 
+        started = time.thread_time()
         tokenizer = self._model.tokenizer
         with _TOKENIZING:
             enc = tokenizer(texts, truncation="longest_first", max_length=self._model.max_seq_length)
         order = sorted(range(len(texts)), key=lambda i: len(enc["input_ids"][i]), reverse=True)
+        batches, start = [], 0
+        while start < len(order):
+            width = len(enc["input_ids"][order[start]])
+            batches.append(order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))])
+            start += len(batches[-1])
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        start = 0
-        with torch.inference_mode():
-            while start < len(order):
-                width = len(enc["input_ids"][order[start]])
-                batch = order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))]
-                start += len(batch)
-                with _TOKENIZING:
-                    features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
+
+        def forward(batch: list[int]) -> None:
+            began = time.thread_time()
+            with _TOKENIZING:
+                features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
+            with torch.inference_mode():
                 out[batch] = self._model(dict(features))["sentence_embedding"].numpy()
+            self._spent(time.thread_time() - began)
+
+        self._spent(time.thread_time() - started)
+        workers = forward_workers(self._workers)
+        run_all(workers.later if later else workers.now, forward, batches)
         return out
 
+    def _spent(self, cpu_s: float) -> None:
+        with self._lock:
+            self.encode_cpu_s += cpu_s
 
-_SHARED: PerProcess[tuple[int | None, int, int, int], OfflineEmbedder] = PerProcess(
-    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3])
+
+_SHARED: PerProcess[tuple[int | None, int, int, int, int | None], OfflineEmbedder] = PerProcess(
+    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3], workers=key[4])
 )
 
 
-def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int) -> OfflineEmbedder:
+def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int, workers: int | None) -> OfflineEmbedder:
     """The process's one embedder of this configuration (made by the first task that asks)."""
-    return _SHARED.get((threads, batch_size, batch_tokens, cache_size))
+    return _SHARED.get((threads, batch_size, batch_tokens, cache_size, workers))

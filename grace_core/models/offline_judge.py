@@ -55,6 +55,10 @@ class OfflineJudge:
         self.entail_overlap = config.judge_entail_overlap
         self.contradict_similarity = config.judge_contradict_similarity
 
+    def prepare(self, sources: Sequence[str]) -> None:
+        """Start embedding the units of ``sources`` (:meth:`SupportScorer.prepare`)."""
+        self.scorer.prepare(sources)
+
     def judge(self, requests: Sequence[JudgeRequest]) -> list[list[Judgement]]:
         """Judge every claim of every request (all pairs: it is cheap offline)."""
         floor = min(self.entail_similarity, self.contradict_similarity, CONTAINMENT_SIMILARITY)

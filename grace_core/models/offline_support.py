@@ -47,6 +47,13 @@ class SupportScorer:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
+    def prepare(self, sources: Sequence[str]) -> None:
+        """Start embedding the units of ``sources`` (:meth:`Embedder.prefetch`), so that scoring
+        claims against them later finds them embedded or being embedded."""
+        units = list(dict.fromkeys(u for s in sources for u in source_units(s)))
+        if units:
+            self.embedder.prefetch(units)
+
     def similarities(self, sources: Sequence[str], claims: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each source and its claims: (index of the best unit, best cosine) per claim.
         A source without units gives index -1 and cosine -1."""

@@ -174,6 +174,11 @@ class Judge(Protocol):
         """One judgement per claim of each request, in the request's claim order."""
         ...
 
+    def prepare(self, sources: Sequence[str]) -> None:
+        """Start, without waiting for it, the work that judging claims against these sources
+        will need (their units' embeddings); judging gives the same judgements without it."""
+        ...
+
 
 @runtime_checkable
 class Verifier(Protocol):
@@ -204,4 +209,8 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """A float32 array of shape (len(texts), dim), rows of unit length."""
+        ...
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start embedding ``texts`` for a later :meth:`embed`, without waiting (may do nothing)."""
         ...

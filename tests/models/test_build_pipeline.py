@@ -47,6 +47,7 @@ class _Stages:
         self.wait_s = wait_s
         self.second_decomposed = threading.Event()
         self.first_saw_it: bool | None = None
+        self.prepared: list[str] = []
 
     def respond(self, requests: Sequence[RespondRequest]) -> list[list[Response]]:
         out = []
@@ -63,6 +64,9 @@ class _Stages:
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[list[Judgement]]:
         return [[Judgement("entails" if c == r.source else "neutral") for c in r.claims] for r in requests]
+
+    def prepare(self, sources: Sequence[str]) -> None:
+        self.prepared.extend(sources)
 
 
 def _fake_roles(stages: _Stages) -> ModelRoles:
@@ -88,6 +92,7 @@ def test_a_document_is_decomposed_while_another_still_waits_for_its_responses() 
     stages = _Stages()
     result = build_documents(TWO_DOCS, TWO_PASSAGES, TWO_QUESTIONS, _fake_roles(stages), round_id=1, context_passages=1, model="m")
     assert stages.first_saw_it, "document b's response was decomposed while document a's responder was still out"
+    assert sorted(stages.prepared) == sorted([*TWO_PASSAGES["text"], *result.responses["text"]]), "the judge heard of every source"
     assert result.responses["doc_id"].to_list() == ["a", "b"], "rows in document order, whichever finished first"
     assert result.failures.height == 0 and set(result.claims["doc_id"]) == {"a", "b"}
 

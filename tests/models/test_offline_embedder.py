@@ -1,17 +1,26 @@
 """The offline embedder's own batching (texts sorted by token count, token-budget batches) gives
 the vectors of ``SentenceTransformer.encode``, on which the offline thresholds were calibrated;
-one embedder per configuration serves a whole process, threads embedding at once."""
+one embedder per configuration serves a whole process, threads embedding at once; one encode's
+forward passes run on the process's forward workers, as many at once as there are workers."""
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
 
 from grace_core.models.config import ModelConfig
-from grace_core.models.offline_embedder import OfflineEmbedder, _load_sentence_model, load_sentence_model
+from grace_core.models.offline_embedder import (
+    WORKER_NICENESS,
+    ForwardWorkers,
+    OfflineEmbedder,
+    _load_sentence_model,
+    load_sentence_model,
+)
 from grace_core.models.offline_support import source_units
 
 
@@ -67,7 +76,79 @@ def test_threads_embedding_at_once_get_the_vectors_of_one_thread(texts: list[str
     for vecs, order in zip(parts, [texts, texts[::-1], texts[::2]], strict=True):
         want = alone[[texts.index(t) for t in order]]
         assert float((vecs * want).sum(axis=1).min()) >= 0.9999
-    assert len(texts) <= shared.encoded <= 3 * len(texts)  # a text missed by two threads at once is encoded by both
+    assert shared.encoded == len(texts), "a text another thread is encoding is waited for, not encoded again"
+
+
+class _Passes:
+    """The model, counting the forward passes running at once and the threads they run on;
+    with ``meet``, the first two passes each wait (at most 30 s) until the other is running."""
+
+    def __init__(self, model: Any, meet: bool = False) -> None:
+        self.model, self.calls, self.running, self.most, self.threads = model, 0, 0, 0, set()
+        self.meet = threading.Barrier(2, timeout=30) if meet else None
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def __call__(self, features: dict) -> dict:
+        with self.lock:
+            self.calls += 1
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.threads.add(threading.current_thread().name)
+            wait = self.meet is not None and self.calls <= 2
+        try:
+            if wait:
+                self.meet.wait()  # type: ignore[union-attr]
+            return self.model(features)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_one_encode_runs_its_forward_passes_on_two_workers_at_once_with_the_same_vectors(texts: list[str]) -> None:
+    alone = OfflineEmbedder(threads=1, workers=1, batch_size=4).embed(texts)
+    two = OfflineEmbedder(threads=1, workers=2, batch_size=4)
+    passes = two._model = _Passes(two._model, meet=True)  # type: ignore[assignment]
+    vecs = two.embed(texts)
+    assert passes.most == 2 and len(passes.threads) == 2 and all(t.startswith("grace-embed") for t in passes.threads)
+    np.testing.assert_allclose(vecs, alone, atol=1e-6)
+    assert two.encode_cpu_s > 0
+
+
+def test_threads_embedding_at_once_never_run_more_passes_than_workers(texts: list[str]) -> None:
+    one = OfflineEmbedder(threads=1, workers=1, batch_size=4)
+    passes = one._model = _Passes(one._model)  # type: ignore[assignment]
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(one.embed, [texts[:16], texts[16:32], texts[32:]]))
+    assert passes.most == 1 and one.encoded == len(texts)
+
+
+def test_a_prefetched_text_is_encoded_once_and_gives_the_vectors_of_embed(texts: list[str]) -> None:
+    alone = OfflineEmbedder(threads=1).embed(texts)
+    ahead = OfflineEmbedder(threads=1)
+    ahead.prefetch(texts[:30])
+    vecs = ahead.embed(texts)  # waits for the prefetch's texts still being encoded, encodes the rest
+    assert ahead.encoded == len(texts)
+    assert float((vecs * alone).sum(axis=1).min()) >= 0.9999
+
+
+def test_passes_someone_waits_for_run_before_prefetched_ones() -> None:
+    workers = ForwardWorkers(1)
+    release, ran = threading.Event(), []
+    blocker = workers.now.submit(release.wait, 30)
+    queued = [workers.later.submit(ran.append, "later 1"), workers.now.submit(ran.append, "now 1"),
+              workers.later.submit(ran.append, "later 2"), workers.now.submit(ran.append, "now 2")]
+    release.set()
+    for f in [blocker, *queued]:
+        f.result(timeout=30)
+    assert ran == ["now 1", "now 2", "later 1", "later 2"]
+
+
+def test_forward_workers_run_below_the_threads_that_make_calls() -> None:
+    nice = ForwardWorkers(1).now.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result(timeout=30)
+    assert nice == min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS)
 
 
 def test_tasks_starting_at_once_load_the_model_once() -> None:
