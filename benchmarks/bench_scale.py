@@ -113,9 +113,10 @@ def write_lake(root: str, n_docs: int, seed: int = 0, per_commit: int = 1000) ->
     return rows
 
 
-def vote_on_changed(root: str, fraction: float, seed: int = 1) -> int:
-    """Votes of round 1 on one claim of ``fraction`` of the documents (confirm or reject), as a
-    reviewer's returned file adds them; returns the number of documents changed."""
+def vote_on_changed(root: str, fraction: float, round_id: int = 2, seed: int = 1) -> int:
+    """Votes of round ``round_id`` − 1 on one claim of ``fraction`` of the documents (confirm or
+    reject), as a reviewer's returned file adds them before round ``round_id``; returns the
+    number of documents changed."""
     from flows.settings import build_settings
     from storage.lake import Lake
 
@@ -123,8 +124,8 @@ def vote_on_changed(root: str, fraction: float, seed: int = 1) -> int:
     claims = lake.query("SELECT doc_id, min(claim_id) AS claim_id FROM claims GROUP BY doc_id ORDER BY doc_id")
     changed = claims.sample(fraction=fraction, seed=seed)
     rng = np.random.default_rng(seed)
-    lake.commit("synthetic/round-2-votes", {"verdicts": changed.with_columns(
-        round=pl.lit(1, pl.Int32), reviewer=pl.lit("bob"), verdict=pl.Series(rng.choice(["confirm", "reject"], size=changed.height)),
+    lake.commit(f"synthetic/round-{round_id}-votes", {"verdicts": changed.with_columns(
+        round=pl.lit(round_id - 1, pl.Int32), reviewer=pl.lit("bob"), verdict=pl.Series(rng.choice(["confirm", "reject"], size=changed.height)),
         seconds_spent=pl.lit(40.0), note=pl.lit(None, pl.Utf8), channel=pl.lit("file"), created_at=pl.lit(T0),
     )})
     return changed.height

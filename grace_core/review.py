@@ -31,13 +31,16 @@ def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedd
     knowledge to measure against. The flows pass the atomic claims of the priors and the
     verified claims rather than whole passages: a sentence embedder reads only the first few
     hundred tokens of a long section, so "nearest prior" is taken unit by unit. Embeddings are
-    computed per document."""
+    computed per document, and not at all for a document without priors (its distances are 1
+    whatever the claims say)."""
     parts = []
     for (doc_id,), rows in claims.group_by("doc_id", maintain_order=True):
         prior_texts = priors.filter(pl.col("doc_id") == doc_id)["text"].to_list()
-        claim_emb = embedder.embed(rows["text"].to_list())
-        prior_emb = embedder.embed(prior_texts) if prior_texts else np.empty((0, claim_emb.shape[1]))
-        parts.append(rows.with_columns(prior_distance=pl.Series(prior_distance(claim_emb, prior_emb), dtype=pl.Float64)))
+        if prior_texts:
+            distance = prior_distance(embedder.embed(rows["text"].to_list()), embedder.embed(prior_texts))
+        else:
+            distance = prior_distance(np.empty((rows.height, 0)), np.empty((0, 0)))
+        parts.append(rows.with_columns(prior_distance=pl.Series(distance, dtype=pl.Float64)))
     if not parts:
         return claims.with_columns(prior_distance=pl.lit(None, pl.Float64))
     return pl.concat(parts)

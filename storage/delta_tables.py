@@ -44,7 +44,7 @@ from storage.schemas import ROUND, TABLES, TableSpec
 
 TABLES_DIR = "tables"
 MAX_ATTEMPTS = 20  # tries of one Delta transaction that keeps meeting concurrent writers
-ROW_GROUP_ROWS = 16_384  # ≈ 18 documents' edges, 80 documents' claims or scores
+ROW_GROUP_ROWS = 4_096  # ≈ 4 documents' edges, 20 documents' claims or scores
 IS_IN_PRUNED = 50  # values up to which Arrow prunes files and row groups by statistics for an is_in filter (pyarrow 25: 50 does, 64 does not)
 _DESCRIPTION = re.compile(r"^grace table (?P<name>[a-z_]+), schema version (?P<version>\d+)$")
 

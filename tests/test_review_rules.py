@@ -214,3 +214,22 @@ def test_settle_scores_again_only_the_documents_that_gained_verified_priors() ->
     assert s.scores.equals(everything.sort("doc_id", "claim_id"))  # the same as scoring every document again
     status = {(d, c): st for d, c, st in s.scores.select("doc_id", "claim_id", "status").iter_rows()}
     assert (status["d1", "x"], status["d2", "x"], status["d3", "x"], status["d3", "y"]) == ("grounded", "grounded", "boundary", "boundary")
+
+
+def test_prior_distances_embed_nothing_for_a_document_without_priors() -> None:
+    from grace_core.review import prior_distances
+
+    class Seen:
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def embed(self, texts):
+            self.texts += texts
+            return np.array([[1.0, 0.0] if "cat" in t else [0.0, 1.0] for t in texts])
+
+    claims = pl.DataFrame({"doc_id": ["a", "a", "b"], "claim_id": ["1", "2", "3"], "text": ["A cat.", "A dog.", "B claim."]})
+    priors = pl.DataFrame({"doc_id": ["a"], "text": ["The cat sat."]})
+    seen = Seen()
+    got = prior_distances(claims, priors, seen)
+    assert got["prior_distance"].to_list() == pytest.approx([0.0, 1.0, 1.0])
+    assert sorted(seen.texts) == ["A cat.", "A dog.", "The cat sat."]  # b's claim never embedded
