@@ -145,7 +145,7 @@ def run_round(root: str, round_id: int, env: dict[str, str]) -> dict:
     proc = subprocess.run([sys.executable, "-c", ROUND, root, str(round_id)], cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith('{"wall_s"')))
 
 
 def main() -> None:

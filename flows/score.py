@@ -134,9 +134,9 @@ def backfill_scoring_counts(settings: GraceSettings) -> int:
 
 
 @grace_task(retries=1)
-def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan: ScoringPlan) -> int:
+def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], weights: dict[str, float] | None, fingerprint: str) -> int:
     """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
-    arrived (weighted by ``plan.weights`` when set), promote and cascade, score; commit
+    arrived (weighted by ``weights`` when set), promote and cascade, score; commit
     decisions, new sources and edges, scores and the Boundary claims' review inputs (once), the
     stage row recording the scoring settings' fingerprint."""
     lake = open_lake(settings)
@@ -151,7 +151,7 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan
 
     def work():
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
-                   origin=f"lake {lake.uri} edges", weights=plan.weights)
+                   origin=f"lake {lake.uri} edges", weights=weights)
         at_round = pl.lit(round_id, pl.Int32)
         scores = s.scores.with_columns(round=at_round)
         stored = lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], doc_ids=doc_ids)
@@ -171,18 +171,18 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], plan
         return {k: v for k, v in tables.items() if v.width}, len(doc_ids), s.scores.height
 
     key = f"score/round={round_id}/docs={content_id(*doc_ids)}"
-    return commit_once(lake, key, round_id=round_id, stage="score", work=work, detail=json.dumps({"scoring": plan.fingerprint})) or 0
+    return commit_once(lake, key, round_id=round_id, stage="score", work=work, detail=json.dumps({"scoring": fingerprint})) or 0
 
 
 @grace_task(retries=1)
-def record_unchanged(settings: GraceSettings, round_id: int, plan: ScoringPlan) -> None:
+def record_unchanged(settings: GraceSettings, round_id: int, fingerprint: str) -> None:
     """Record the round's scoring step when no document changed (its ``rounds`` row only), so
     the round has its metrics row: every document keeps its latest scores."""
     lake = open_lake(settings)
     if lake.read("rounds", rounds=[round_id], columns=["stage"]).filter(pl.col("stage") == "score").height:
         return  # the round's scoring step is recorded already (a re-run)
     commit_once(lake, f"score/round={round_id}/unchanged", round_id=round_id, stage="score",
-                work=lambda: ({}, 0, None), detail=json.dumps({"scoring": plan.fingerprint}))
+                work=lambda: ({}, 0, None), detail=json.dumps({"scoring": fingerprint}))
 
 
 @grace_task()
@@ -235,10 +235,12 @@ def score_round(params: ScoreParams) -> list[dict]:
     for chunk in score_chunks(doc_ids, settings.score_docs_per_task, settings.score_tasks_at_once):
         if len(running) == settings.score_tasks_at_once:  # at most score_tasks_at_once chunks in memory at a time
             scored += running.popleft().result()
-        running.append(score_chunk.submit(settings, params.round_id, chunk, plan))
+        # each task gets its own documents, not the plan's list of every changed document (Prefect
+        # hashes and records a task's parameters: a 100,000-id list per task cost seconds each)
+        running.append(score_chunk.submit(settings, params.round_id, chunk, plan.weights, plan.fingerprint))
     scored += sum(f.result() for f in running)
     if not doc_ids:
-        record_unchanged(settings, params.round_id, plan)
+        record_unchanged(settings, params.round_id, plan.fingerprint)
     logger.info("round %d: scored %d claims of %d changed documents (%d documents have claims; the others keep their scores)",
                 params.round_id, scored, len(doc_ids), plan.n_documents)
     return publish_metrics(settings, params.round_id)
