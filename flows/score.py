@@ -110,6 +110,18 @@ def counts_of(scores: pl.DataFrame, claims: pl.DataFrame, decisions: pl.DataFram
     )
 
 
+def new_counts(lake: Lake, doc_ids: list[str], round_id: int, scores: pl.DataFrame, claims: pl.DataFrame,
+               decisions: pl.DataFrame) -> pl.DataFrame:
+    """The ``scoring_counts`` of round ``round_id``'s ``scores`` of ``doc_ids``, against each
+    document's previous scoring and the confirm decisions stored before this round's
+    ``decisions`` (both read by key)."""
+    stored = lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], doc_ids=doc_ids)
+    before = stored.filter(pl.col("round") < round_id)
+    previous = previous_scores(lake, doc_ids, round_id)
+    counts = counts_of(pl.concat([previous, scores.select(previous.columns)]), claims, pl.concat([before, decisions.select(before.columns)]))
+    return counts.filter(pl.col("round") == round_id)
+
+
 def fill_scoring_counts(lake: Lake, docs_per_chunk: int) -> int:
     """Write the ``scoring_counts`` of every scoring stored without them (scores written before
     the table existed), ``docs_per_chunk`` documents at a time, read by key; returns the
@@ -153,18 +165,13 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], weig
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
                    origin=f"lake {lake.uri} edges", weights=weights)
         at_round = pl.lit(round_id, pl.Int32)
-        scores = s.scores.with_columns(round=at_round)
-        stored = lake.read("decisions", columns=["doc_id", "claim_id", "round", "decision"], doc_ids=doc_ids)
-        counts = counts_of(pl.concat([previous_scores(lake, doc_ids, round_id), scores.select("doc_id", "claim_id", "round", "status")]),
-                           s.state.claims, pl.concat([stored.filter(pl.col("round") < round_id),
-                                                      s.decisions.select("doc_id", "claim_id", "decision").with_columns(round=at_round)],
-                                                     how="diagonal"))
+        scores, decisions = s.scores.with_columns(round=at_round), s.decisions.with_columns(round=at_round)
         tables = {
-            "decisions": s.decisions.with_columns(round=at_round),
+            "decisions": decisions,
             "sources": s.promotion.sources.with_columns(round=at_round, name=pl.lit("verified claim")),
             "edges": s.new_edges.with_columns(round=at_round),
             "scores": scores,
-            "scoring_counts": counts.filter(pl.col("round") == round_id),
+            "scoring_counts": new_counts(lake, doc_ids, round_id, scores, s.state.claims, decisions),
             "review_inputs": s.review_inputs(roles).with_columns(round=at_round),
             "llm_calls": pl.concat([c.pending() for c in caches]) if caches else pl.DataFrame(),
         }
