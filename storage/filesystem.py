@@ -22,9 +22,12 @@ which GRACE reads through pyarrow's S3 filesystem.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import hashlib
 import os
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ from grace_core.errors import LakeError
 from storage.config import LakeConfig
 
 CATALOG_FILE = "catalog.duckdb"
+_S3_STORES: weakref.WeakSet[S3Store] = weakref.WeakSet()
 
 
 class Store(ABC):
@@ -192,6 +196,9 @@ class S3Store(Store):
             config=Config(retries={"max_attempts": 5, "mode": "standard"}),
         )
         self.arrow_fs = pafs.S3FileSystem(endpoint_override=endpoint_url, region=self.region)
+        if not _S3_STORES:
+            atexit.register(_release_s3)  # registered after pyarrow.fs's own handler, so it runs before it
+        _S3_STORES.add(self)
         lake_hash = hashlib.sha256(f"{endpoint_url or 'aws'}|{self.uri}".encode()).hexdigest()[:16]
         self._catalog = cache_dir / lake_hash / CATALOG_FILE
 
@@ -330,6 +337,18 @@ class S3Store(Store):
             if frozen.token:
                 options["AWS_SESSION_TOKEN"] = frozen.token
         return options
+
+
+def _release_s3() -> None:
+    """At exit, before pyarrow's handler shuts its S3 subsystem down (atexit runs the handlers
+    last registered first): drop the stores' S3 filesystems and collect the garbage that still
+    holds Arrow objects, such as the traceback of a refused command (its frames hold datasets,
+    streams and scans). Left to the interpreter's last collection, after the shutdown, an S3
+    client or a scan's thread can abort the process ("terminate called without an active
+    exception", exit -6) after the command had printed its result; apache/arrow#34314."""
+    for store in list(_S3_STORES):
+        del store.arrow_fs
+    gc.collect()
 
 
 def default_catalog_cache() -> Path:

@@ -69,29 +69,34 @@ def _unwrap_help(group: typer.Typer) -> None:
             _unwrap_help(sub.typer_instance)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _error(message: str, code: int = 2) -> int:
+    """Print ``message`` as grace's one-line error; ``code`` is the exit status to give."""
     print(f"grace: error: {message}", file=sys.stderr)
-    sys.exit(code)
+    return code
 
 
 def main() -> None:
-    """Entry point of the ``grace`` console command."""
+    """Entry point of the ``grace`` console command. It exits outside the handlers below, so
+    the error's traceback (whose frames hold the failed command's tables and scans) is freed
+    while the libraries that made them are still up."""
     with lifelong_objects():
         _register(sys.argv[1:])
+    code: int | str | None = 0
     try:
         code = typer.main.get_group(app)(standalone_mode=False)  # a group even when only `score` is registered
     except typer.TyperException as exc:  # click's usage errors: unknown command or option, a value of the wrong type
         if type(exc).__name__ == "NoArgsIsHelpError":  # `grace` alone: the help is printed already
-            sys.exit(2)
-        ctx = getattr(exc, "ctx", None)
-        hint = f" (see {ctx.command_path} --help)" if ctx is not None and getattr(exc, "exit_code", 1) == 2 else ""
-        _fail(" ".join(exc.format_message().split()) + hint, getattr(exc, "exit_code", 2))
+            code = 2
+        else:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see {ctx.command_path} --help)" if ctx is not None and getattr(exc, "exit_code", 1) == 2 else ""
+            code = _error(" ".join(exc.format_message().split()) + hint, getattr(exc, "exit_code", 2))
     except typer.Abort:
-        _fail("aborted", 1)
+        code = _error("aborted", 1)
     except GraceError as exc:
-        _fail(" ".join(str(exc).splitlines()))
+        code = _error(" ".join(str(exc).splitlines()))
     except ValidationError as exc:  # a model built from user input outside the settings
         from flows.settings import validation_message
 
-        _fail(validation_message(exc))
+        code = _error(validation_message(exc))
     sys.exit(code if isinstance(code, int) else 0)

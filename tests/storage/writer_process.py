@@ -97,11 +97,12 @@ def main() -> None:
 
             delta_tables._refuse_conflicts = refuse_then_hold
         try:
-            report = ingest_batch(lake, batch.read_bytes(), batch.name)
+            summary = ingest_batch(lake, batch.read_bytes(), batch.name).summary()
         except GraceError as exc:
-            print(f"REFUSED: {exc}", flush=True)
-            sys.exit(3)
-        print(report.summary(), flush=True)
+            summary = f"REFUSED: {exc}"
+        print(summary, flush=True)
+        if summary.startswith("REFUSED"):
+            sys.exit(3)  # out of the handler, as grace's CLI exits
     else:
         raise SystemExit(f"unknown mode {mode}")
     print("DONE", flush=True)
