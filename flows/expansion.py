@@ -16,7 +16,7 @@ from flows.build import build_graphs
 from flows.ingest import watch_inbox
 from flows.params import InboxOptions, RoundParams, StageParams
 from flows.review import dispatch_reviews, ingest_verdicts
-from flows.runtime import open_lake, timestamp
+from flows.runtime import open_lake, timestamp, warm_embedder
 from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
 from storage.review_files import OUTBOX
@@ -65,6 +65,7 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     artifact while it runs, one summary line per stage, the round report (after dispatch, so its
     deferrals are counted) and where the review packets are."""
     settings = params.settings()
+    warm_embedder(settings)
     logger = get_run_logger()
     round_id = params.round_id or next_round(settings)
     logger.info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)

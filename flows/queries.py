@@ -75,8 +75,9 @@ def question_responses(settings: GraceSettings, round_id: int, now: datetime) ->
     lake = open_lake(settings)
 
     def work():
-        responses = lake.read("sources", columns=["doc_id", "name", "source_kind"]).filter(pl.col("source_kind") == "response")
-        todo = not_sampled(open_queries(lake.read("queries")), responses)
+        asked = open_queries(lake.read("queries"))
+        responses = lake.read("sources", columns=["doc_id", "name", "source_kind"], doc_ids=asked["doc_id"].unique().to_list())
+        todo = not_sampled(asked, responses.filter(pl.col("source_kind") == "response"))
         if todo.height == 0:
             return {}, 0, 0
         in_docs = todo["doc_id"].unique().to_list()

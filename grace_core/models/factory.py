@@ -74,6 +74,12 @@ def _llm(config: ModelConfig, model: str) -> bool:
     return config.backend == "litellm" and model != OFFLINE
 
 
+def embeds_offline(config: ModelConfig) -> bool:
+    """Whether ``config``'s roles embed with the packaged offline embedder (every backend but
+    litellm with an embedding model of its own)."""
+    return not _llm(config, config.embedder_model)
+
+
 def build_roles(
     config: ModelConfig,
     cache: CallCache | None = None,
@@ -95,7 +101,7 @@ def build_roles(
         client = LiteLLMClient(config, cache if cache is not None else MemoryCallCache(), completion=completion, embedding=embedding)
         client.check_prices(llm_models)
 
-    if client is not None and _llm(config, config.embedder_model):
+    if not embeds_offline(config):
         from grace_core.models.litellm_roles import LiteLLMEmbedder
 
         embedder: Embedder = LiteLLMEmbedder(client, config.embedder_model)
