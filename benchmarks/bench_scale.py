@@ -56,7 +56,9 @@ lake, round_id = sys.argv[1], int(sys.argv[2])
 from flows.expansion import expansion_round
 from flows.params import RoundParams
 expansion_round(RoundParams(round_id=round_id, lake=lake))
-print(json.dumps({"wall_s": time.perf_counter() - t, "peak_kib": peak()}))
+import resource
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": time.perf_counter() - t, "peak_kib": peak(), "cpu_s": use.ru_utime + use.ru_stime}))
 '''
 STAGES = {"build": "build", "score": "score", "dispatch": "dispatch|verify|recheck"}
 

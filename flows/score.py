@@ -53,15 +53,7 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
     # estimated from every vote of the lake: the same weights for every chunk of the round
     weights = vote_weights(estimate_reliability(votes)) if settings.weigh_by_reliability else None
     fingerprint = scoring_fingerprint(settings, quorum=settings.quorum, weigh_by_reliability=settings.weigh_by_reliability)
-    rounds = lake.query(f"""
-        WITH grown AS (
-            SELECT doc_id, max(round) AS grown_round
-            FROM (SELECT doc_id, round FROM claims UNION ALL SELECT doc_id, round FROM edges)
-            WHERE round <= {int(round_id)} GROUP BY doc_id
-        ),
-        scored AS (SELECT doc_id, max(round) AS scored_round FROM scores GROUP BY doc_id)
-        SELECT g.doc_id, g.grown_round, s.scored_round FROM grown g LEFT JOIN scored s USING (doc_id)
-    """)
+    rounds = growth(lake, round_id)
     # the settings of the last scoring before this round (a re-run of this round compares with the same)
     scorings = lake.read("rounds", columns=["round", "stage", "finished_at", "detail_json"]).filter(
         (pl.col("stage") == "score") & (pl.col("round") < round_id))
@@ -70,6 +62,29 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
         rounds = rounds.with_columns(scored_round=pl.when(pl.col("scored_round") == round_id).then(round_id))
     doc_ids = changed_documents(rounds, decide(votes, settings.quorum, weights), latest_decisions(lake), round_id=round_id)
     return ScoringPlan(doc_ids, rounds.height, weights, fingerprint)
+
+
+def growth(lake: Lake, round_id: int) -> pl.DataFrame:
+    """``doc_id, grown_round, scored_round`` of every document with claims up to ``round_id``
+    (:func:`grace_core.changes.changed_documents`'s ``rounds``), with three DuckDB scans that
+    never aggregate the whole claim and edge tables: each document's latest scoring (from
+    ``scoring_counts``, stored with every scoring and back-filled by :func:`backfill_scoring_counts`),
+    the documents with claims (one column), and the claim and edge rows after the earliest of
+    those latest scorings, F, which Parquet statistics let DuckDB find without reading the
+    rest. A document with no row after F gets ``grown_round`` F: it grew by F at the latest,
+    and no document was last scored before F, so it is due exactly when it was before."""
+    scored = lake.query("SELECT doc_id, max(round) AS scored_round FROM scoring_counts GROUP BY doc_id")
+    floor = int(scored["scored_round"].min()) if scored.height else -1
+    grown = lake.query(f"""
+        WITH late AS (
+            SELECT doc_id, max(round) AS grown_round
+            FROM (SELECT doc_id, round FROM claims WHERE round > {floor} UNION ALL SELECT doc_id, round FROM edges WHERE round > {floor})
+            WHERE round <= {int(round_id)} GROUP BY doc_id
+        )
+        SELECT doc_id, coalesce(l.grown_round, {floor}) AS grown_round
+        FROM (SELECT DISTINCT doc_id FROM claims WHERE round <= {int(round_id)}) LEFT JOIN late l USING (doc_id)
+    """)
+    return grown.join(scored, on="doc_id", how="left")
 
 
 def score_chunks(doc_ids: list[str], per_task: int, at_once: int) -> list[list[str]]:

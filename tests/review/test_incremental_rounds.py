@@ -16,12 +16,15 @@ from polars.testing import assert_frame_equal
 
 from flows.params import ScoreParams
 from flows.review import dispatch_reviews
-from flows.score import counts_of, score_round
+from flows.score import counts_of, growth, score_round
 from grace_core.changes import changed_documents, scoring_fingerprint
 from grace_core.decisions import DECISION_SCHEMA, decide
+from grace_core.metrics import SCORING_COUNTS
 from grace_core.params import ScoringParams
+from storage.config import LakeConfig
 from storage.lake import Lake
 from tests.review.conftest import T0, graph_rows, stage
+from tests.storage.sample_rows import claims, edges
 
 DOCS = ("d1", "d2")
 
@@ -132,3 +135,21 @@ def test_the_fingerprint_changes_with_what_scores_depend_on_only() -> None:
     assert base != scoring_fingerprint(ScoringParams(w_contra=0.3), quorum=1, weigh_by_reliability=False)
     assert base != scoring_fingerprint(ScoringParams(), quorum=2, weigh_by_reliability=False)
     assert base != scoring_fingerprint(ScoringParams(), quorum=1, weigh_by_reliability=True)
+
+
+def test_growth_reads_only_rows_after_the_earliest_latest_scoring_and_misses_no_due_document(tmp_path: Path) -> None:
+    """doc0 is scored in round 2 with rows of round 1 only; doc1 is scored in round 3 and got a
+    response's claims in round 4; doc2 has claims of round 1 and was never scored (its scoring
+    failed): F is 2, yet doc2 is listed, and each document is due exactly as a full scan says."""
+    lake = Lake.open(LakeConfig(lake=str(tmp_path / "lake")))
+    early = claims(3, 2, 1)
+    late = claims(2, 2, 4, prefix="q").filter(pl.col("doc_id") == "doc1")
+    lake.commit("rows", {"claims": pl.concat([early, late]), "edges": edges(pl.concat([early, late]))})
+    counts = pl.DataFrame({"doc_id": ["doc0", "doc1", "doc1"], "round": [2, 1, 3]}).with_columns(
+        pl.col("round").cast(pl.Int32), *[pl.lit(0, pl.Int64).alias(c) for c in SCORING_COUNTS])
+    lake.commit("counts", {"scoring_counts": counts})
+    rounds = growth(lake, 4).sort("doc_id")
+    assert rounds.rows() == [("doc0", 2, 2), ("doc1", 4, 3), ("doc2", 2, None)]
+    assert growth(lake, 3).filter(pl.col("doc_id") == "doc1")["grown_round"].to_list() == [2]  # round 4's rows are not yet
+    none = pl.DataFrame(schema=DECISION_SCHEMA)
+    assert changed_documents(rounds, none, none, round_id=4) == ["doc1", "doc2"]
