@@ -189,18 +189,22 @@ def settle(
 
 
 def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
-    """The claims a round may defer: Boundary (with a priority), not decided for good
-    (confirm or reject), not waiting on a reviewer (``busy``: ``doc_id, claim_id``); with
+    """The claims a round may defer, in no particular order: Boundary (with a priority), not
+    decided for good (confirm or reject), not waiting on a reviewer (``busy``: ``doc_id, claim_id``); with
     ``doc_id, claim_id, priority, confidence`` and the :data:`~grace_core.review.REVIEW_INPUTS`
     of ``scores`` when it has them (else null)."""
-    keys = ["doc_id", "claim_id"]
     known = [pl.col(c) if c in scores.columns else pl.lit(None, t).alias(c) for c, t in REVIEW_INPUTS.items()]
-    return (
-        scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null())
-        .select("doc_id", "claim_id", "priority", "confidence", *known)
-        .join(decided(decisions), on=keys, how="anti")
-        .join(busy.select(keys), on=keys, how="anti")
-    )
+    boundary = scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null()).select(
+        "doc_id", "claim_id", "priority", "confidence", *known)
+    return _not_in(boundary, pl.concat([decided(decisions), busy.select("doc_id", "claim_id")]))
+
+
+def _not_in(rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` but those whose ``doc_id, claim_id`` are in ``keys``, in no particular order: an
+    anti-join of only the rows of ``keys``' documents (a round's millions of candidates against a
+    few thousand decided or busy claims: the others are not hashed on both keys)."""
+    near = pl.col("doc_id").is_in(keys["doc_id"].unique().implode())
+    return pl.concat([rows.filter(~near), rows.filter(near).join(keys.unique(), on=["doc_id", "claim_id"], how="anti")])
 
 
 def defer(
