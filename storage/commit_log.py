@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from grace_core.errors import LakeError
-from storage.delta_tables import DeltaTables, TableWrite, first_line, write_rows
+from storage.delta_tables import DeltaTables, TableWrite, first_line, snapshot_dataset, write_rows
 from storage.schemas import TableSpec
 
 LOG_REL = "_grace/commits"
@@ -80,7 +80,7 @@ class CommitLog:
         if dt is None:
             return {}
         try:
-            full = dt.to_pyarrow_dataset()
+            full = snapshot_dataset(dt, self.tables.store, LOG_REL, LOG_SPEC)
             new = [f for f in full.files if f not in self._seen]
             if new:
                 rows = ds.dataset(new, schema=full.schema, format="parquet", filesystem=full.filesystem).to_table()

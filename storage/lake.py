@@ -28,11 +28,11 @@ from storage.catalog import ensure_catalog
 from storage.commit import CommitResult, commit_tables
 from storage.commit_log import CommitLog
 from storage.config import LakeConfig
-from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key
+from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
 from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
-from storage.schemas import ROUND, table_spec
+from storage.schemas import table_spec
 
 
 class Lake:
@@ -104,19 +104,18 @@ class Lake:
         if unknown:
             raise InvalidTable(f"table {table}: unknown column(s) {', '.join(unknown)} (columns: {', '.join(spec.schema.names)})")
         schema = pa.schema([spec.schema.field(c) for c in names])
-        pruning = None
+        wanted = None
         if rounds is not None:
             if not spec.partitioned:
                 raise InvalidTable(f"table {table} is not stored by round; read it without rounds=")
             wanted = sorted({int(r) for r in rounds})
             if not wanted:
                 return schema.empty_table()
-            pruning = f"{ROUND} IN ({', '.join(map(str, wanted))})"
         dt = self.tables.table(spec)
         if dt is None:
             return schema.empty_table()
         try:
-            dataset = dt.to_pyarrow_dataset(file_pruning_predicate=pruning) if pruning else dt.to_pyarrow_dataset()
+            dataset = snapshot_dataset(dt, self.store, table_rel(spec.name), spec, rounds=wanted)
             if doc_ids is not None:
                 return read_by_key(dt, dataset, "doc_id", doc_ids, columns=names, filter=filter).cast(schema)
             return dataset.to_table(columns=names, filter=filter).cast(schema)
