@@ -194,17 +194,18 @@ def review_candidates(scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.Da
     ``doc_id, claim_id, priority, confidence`` and the :data:`~grace_core.review.REVIEW_INPUTS`
     of ``scores`` when it has them (else null)."""
     known = [pl.col(c) if c in scores.columns else pl.lit(None, t).alias(c) for c, t in REVIEW_INPUTS.items()]
-    boundary = scores.filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null()).select(
+    boundary = scores.lazy().filter((pl.col("status") == BOUNDARY) & pl.col("priority").is_not_null()).select(
         "doc_id", "claim_id", "priority", "confidence", *known)
-    return _not_in(boundary, pl.concat([decided(decisions), busy.select("doc_id", "claim_id")]))
+    return _not_in(boundary, pl.concat([decided(decisions), busy.select("doc_id", "claim_id")])).collect()
 
 
-def _not_in(rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+def _not_in(rows: pl.LazyFrame, keys: pl.DataFrame) -> pl.LazyFrame:
     """``rows`` but those whose ``doc_id, claim_id`` are in ``keys``, in no particular order: an
     anti-join of only the rows of ``keys``' documents (a round's millions of candidates against a
-    few thousand decided or busy claims: the others are not hashed on both keys)."""
+    few thousand decided or busy claims: the others are not hashed on both keys). Lazy, so the
+    candidates are materialised once, not once per step."""
     near = pl.col("doc_id").is_in(keys["doc_id"].unique().implode())
-    return pl.concat([rows.filter(~near), rows.filter(near).join(keys.unique(), on=["doc_id", "claim_id"], how="anti")])
+    return pl.concat([rows.filter(~near), rows.filter(near).join(keys.unique().lazy(), on=["doc_id", "claim_id"], how="anti")])
 
 
 def defer(
