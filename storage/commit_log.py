@@ -67,18 +67,21 @@ class CommitRecord:
 class CommitLog:
     """Reads and appends the commit log of one lake. Records are never changed or removed
     (compaction only rewrites them into fewer files), so each log file is read once per
-    process and its records kept."""
+    process and its records kept, and a log version already read is not listed again."""
 
     def __init__(self, tables: DeltaTables) -> None:
         self.tables = tables
         self._seen: set[str] = set()
         self._records: dict[str, CommitRecord] = {}
+        self._version: int | None = None  # the log version _records are complete for
 
     def records(self) -> dict[str, CommitRecord]:
         """Every committed unit of work by key."""
         dt = self.tables.checked(LOG_SPEC, self.tables.load(LOG_REL))
         if dt is None:
             return {}
+        if dt.version() == self._version:
+            return dict(self._records)
         try:
             full = snapshot_dataset(dt, self.tables.store, LOG_REL, LOG_SPEC)
             new = [f for f in full.files if f not in self._seen]
@@ -86,6 +89,7 @@ class CommitLog:
                 rows = ds.dataset(new, schema=full.schema, format="parquet", filesystem=full.filesystem).to_table()
                 self._records.update((r["key"], CommitRecord.from_row(r)) for r in rows.to_pylist())
                 self._seen.update(new)
+            self._version = dt.version()
         except (OSError, pa.ArrowException) as exc:
             raise LakeError(f"lake {self.tables.store.uri}: cannot read the commit log: {first_line(exc)}") from None
         return dict(self._records)
