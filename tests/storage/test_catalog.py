@@ -422,3 +422,16 @@ def test_fleiss_kappa_per_round(local_config: LakeConfig) -> None:
     assert [r[1] for r in stats] == [pytest.approx(1 / 3)] * 2
     # claim c is a tie (abstain outcome): each reviewer agrees on 2 of 3 multi-rated claims
     assert [r[2] for r in stats] == [pytest.approx(2 / 3)] * 2
+
+
+@pytest.mark.parametrize("folder", ["plain", "a=b", "round=7"])
+def test_a_partitioned_view_gives_each_row_its_round_wherever_the_lake_is(tmp_path: Path, folder: str) -> None:
+    """The views read the round from the round=N/ folders in one scan; a lake under a folder
+    whose name has an "=" gets one branch per round instead (DuckDB reads every key=value
+    folder as a partition: under "round=7" every row would be of round 7)."""
+    lake = Lake.open(LakeConfig(lake=str(tmp_path / folder / "lake")))
+    lake.commit("two rounds", {"claims": pl.concat([claims(2, 3, 1), claims(1, 4, 2, prefix="d")])})
+    per_round = lake.query("SELECT round, count(*) AS n FROM claims GROUP BY round ORDER BY round")
+    assert per_round.rows() == [(1, 6), (2, 4)]
+    assert lake.query("SELECT count(*) AS n FROM claims WHERE round = 2")["n"].to_list() == [4]
+    assert dict(lake.query("DESCRIBE claims").select("column_name", "column_type").rows())["round"] == "INTEGER"
