@@ -59,11 +59,12 @@ def select_for_review(candidates: pl.DataFrame, budget: float) -> pl.DataFrame:
 
     Returns the selected rows in selection order with ``gain`` and ``rank`` (1-based) added.
     """
-    ranked = (
-        candidates.filter(pl.col("priority").is_not_null())
+    ranked = (  # lazy: only the rows with a positive gain are materialised (a round's pool has millions)
+        candidates.lazy().filter(pl.col("priority").is_not_null())
         .with_columns(gain=deferral_gain())
         .filter(pl.col("gain") > 0)
         .sort(["gain", "claim_id", "doc_id"], descending=[True, False, False])
+        .collect()
     )
     costs = ranked["cost"].to_numpy()
     take = np.zeros(len(costs), dtype=bool)
