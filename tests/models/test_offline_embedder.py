@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -163,26 +164,35 @@ def test_a_hurried_prefetch_runs_before_other_prefetches_and_behind_the_urgent_p
     assert ran == ["now 1", "second 1", "second 2", "now 2", "first 1"]
 
 
+def _within(seconds: float, condition: Callable[[], bool]) -> bool:
+    """Whether ``condition()`` holds within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_an_embed_waiting_for_a_prefetch_hurries_it(texts: list[str]) -> None:
     embedder = OfflineEmbedder(threads=1, workers=1, batch_size=8, batch_tokens=100_000)  # the prefetch is one pass
     workers = forward_workers(1)
     release, later = threading.Event(), threading.Event()
     blocker = workers.now.submit(release.wait, 30)  # holds the one worker until the embed waits for the prefetch
     behind = workers.lane(urgent=False).submit(later.wait, 30)  # a prefetch queued before, held until the embed is done
-    while not blocker.running():
-        time.sleep(0.01)
+    assert _within(30, blocker.running)
     embedder.prefetch(texts[:8])
     key = text_hash(texts[0])
-    while key not in embedder._in_flight or not any(p.lane is embedder._in_flight[key][1] for p in workers._waiting):
-        time.sleep(0.01)
+    assert _within(30, lambda: key in embedder._in_flight and any(p.lane is embedder._in_flight[key][1] for p in workers._waiting))
     prefetch = embedder._in_flight[key][1]
     with ThreadPoolExecutor(1) as pool:
         vecs = pool.submit(embedder.embed, texts[:8])
-        while not prefetch.urgent:
-            time.sleep(0.01)
+        _within(10, lambda: prefetch.urgent)  # the embed waits for the prefetch (else it fails below)
         release.set()
-        done = vecs.result(timeout=30)  # not hurried, the prefetch's passes would wait behind the held one
-    later.set()
+        try:
+            done = vecs.result(timeout=30)  # not hurried, the prefetch's passes would wait behind the held one
+        finally:
+            later.set()
     behind.result(timeout=30)
     blocker.result(timeout=30)
     assert embedder.encoded == 8 and done.shape == (8, embedder.dim)
