@@ -11,21 +11,22 @@ The forward passes run on the process's forward workers (:func:`forward_workers`
 by default): one large encode uses every core, and threads encoding at once never run more
 passes than there are workers. :meth:`OfflineEmbedder.prefetch` starts an encode nobody waits
 for yet (the judge's source units while the document's calls are out); its passes run only
-when no pass someone waits for is queued.
+when no pass someone waits for is queued, until someone waits for it: then they go before
+every other prefetch (else a document whose judge waits for its own source units would wait
+for the prefetches of every document queued before it).
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib.util
-import itertools
 import os
-import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
 from pathlib import Path
@@ -82,23 +83,46 @@ call, or handling its reply, gets a core at once when it wakes while passes run.
 
 
 class ForwardWorkers:
-    """``n`` threads running forward passes, kept for the process's life. Passes queued on
-    :attr:`now` (someone waits for them) run before those queued on :attr:`later` (prefetches),
-    each lane in the order queued. The workers run at :data:`WORKER_NICENESS` below the process."""
+    """``n`` threads running forward passes, kept for the process's life. Passes of an urgent
+    :class:`Lane` (someone waits for them) run before those of the others (prefetches), each
+    queue in the order queued; :meth:`hurry` makes a lane urgent, queued passes and all. The
+    workers run at :data:`WORKER_NICENESS` below the process."""
 
     def __init__(self, n: int) -> None:
-        self._queue: queue.PriorityQueue[tuple[int, int, Future[Any] | None, Callable[[], Any] | None]] = queue.PriorityQueue()
-        self._order = itertools.count()
+        self._ready = threading.Condition()
+        self._urgent: deque[_Pass] = deque()
+        self._waiting: deque[_Pass] = deque()
+        self._stopping = False
         self._threads = [threading.Thread(target=self._work, name=f"grace-embed_{i}", daemon=True) for i in range(n)]
         for t in self._threads:
             t.start()
         atexit.register(self._stop)
-        self.now: Executor = _Lane(self, 1)
-        self.later: Executor = _Lane(self, 2)
+        self.now = self.lane(urgent=True)
+        """A lane whose passes someone waits for."""
+        self.later = self.lane(urgent=False)
+        """A lane of passes nobody waits for yet, never hurried."""
 
-    def _put(self, rank: int, call: Callable[[], Any]) -> Future[Any]:
+    def lane(self, *, urgent: bool) -> Lane:
+        """A new lane: an executor whose passes run on these workers, urgent or not."""
+        return Lane(self, urgent)
+
+    def hurry(self, lane: Lane) -> None:
+        """Someone now waits for ``lane``'s passes: its queued ones move behind the urgent
+        passes already queued (ahead of every prefetch), and its later ones are queued there."""
+        with self._ready:
+            if lane.urgent:
+                return
+            lane.urgent = True
+            mine = [p for p in self._waiting if p.lane is lane]
+            if mine:
+                self._waiting = deque(p for p in self._waiting if p.lane is not lane)
+                self._urgent.extend(mine)
+
+    def _put(self, lane: Lane, call: Callable[[], Any]) -> Future[Any]:
         future: Future[Any] = Future()
-        self._queue.put((rank, next(self._order), future, call))
+        with self._ready:
+            (self._urgent if lane.urgent else self._waiting).append(_Pass(lane, future, call))
+            self._ready.notify()
         return future
 
     def _work(self) -> None:
@@ -107,30 +131,43 @@ class ForwardWorkers:
         except (AttributeError, OSError):  # not Linux (thread ids are not process ids there)
             pass
         while True:
-            _, _, future, call = self._queue.get()
-            if future is None or call is None:
-                return
-            if future.set_running_or_notify_cancel():
+            with self._ready:
+                while not (self._stopping or self._urgent or self._waiting):
+                    self._ready.wait()
+                if self._stopping:
+                    return
+                p = (self._urgent or self._waiting).popleft()
+            if p.future.set_running_or_notify_cancel():
                 try:
-                    future.set_result(call())
+                    p.future.set_result(p.call())
                 except BaseException as exc:  # noqa: BLE001 (handed to whoever waits for the pass)
-                    future.set_exception(exc)
+                    p.future.set_exception(exc)
 
     def _stop(self) -> None:
         """At exit: the running passes end (torch cut off by interpreter shutdown can crash),
         the queued ones are dropped."""
-        for _ in self._threads:
-            self._queue.put((0, next(self._order), None, None))
+        with self._ready:
+            self._stopping = True
+            self._ready.notify_all()
         for t in self._threads:
             t.join()
 
 
-class _Lane(Executor):
-    def __init__(self, workers: ForwardWorkers, rank: int) -> None:
-        self._workers, self._rank = workers, rank
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    lane: Lane
+    future: Future[Any]
+    call: Callable[[], Any]
+
+
+class Lane(Executor):
+    """Forward passes queued on :class:`ForwardWorkers`, urgent or not (:meth:`ForwardWorkers.hurry`)."""
+
+    def __init__(self, workers: ForwardWorkers, urgent: bool) -> None:
+        self._workers, self.urgent = workers, urgent
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:  # type: ignore[override]
-        return self._workers._put(self._rank, partial(fn, *args, **kwargs))
+        return self._workers._put(self, partial(fn, *args, **kwargs))
 
 
 _FORWARD_WORKERS: PerProcess[int, ForwardWorkers] = PerProcess(ForwardWorkers)
@@ -164,7 +201,7 @@ class OfflineEmbedder:
         self._cache_size = cache_size
         self._workers = workers
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._in_flight: dict[str, Future[dict[str, np.ndarray]]] = {}
+        self._in_flight: dict[str, tuple[Future[dict[str, np.ndarray]], Lane]] = {}
         self._lock = threading.Lock()
         self.encoded = 0
         """Texts actually run through the model (cache misses) since construction."""
@@ -190,20 +227,22 @@ class OfflineEmbedder:
         Threads share the embedder: the cache is read and filled under a lock, the forward
         passes run outside it (torch releases the GIL); a text another thread is already
         encoding (or prefetching) is waited for (single flight), so no text is encoded twice
-        at once."""
+        at once; a prefetch waited for is hurried (:meth:`ForwardWorkers.hurry`), so that its
+        passes no longer wait behind every other prefetch."""
         return self._embed(texts, later=False)
 
     def prefetch(self, texts: Sequence[str]) -> None:
         """Start encoding those of ``texts`` not cached nor being encoded, and return at once.
-        Their forward passes wait behind every pass someone waits for; an :meth:`embed` of
-        them meanwhile waits for this encode instead of making its own."""
+        Their forward passes wait behind every pass someone waits for, until an :meth:`embed`
+        of some of them hurries them and waits for this encode instead of making its own."""
         threading.Thread(target=self._embed, args=(list(texts),), kwargs={"later": True}, name="grace-embed-prefetch").start()
 
     def _embed(self, texts: Sequence[str], *, later: bool) -> np.ndarray:
+        workers = forward_workers(self._workers)
         keys = [text_hash(t) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, str] = {}
-        waiting: dict[str, Future[dict[str, np.ndarray]]] = {}
+        waiting: dict[str, tuple[Future[dict[str, np.ndarray]], Lane]] = {}
         with self._lock:
             for i, k in enumerate(keys):
                 vec = self._cache.get(k)
@@ -216,11 +255,15 @@ class OfflineEmbedder:
                     else:
                         missing[k] = texts[i]
             mine: Future[dict[str, np.ndarray]] = Future()
-            self._in_flight.update(dict.fromkeys(missing, mine))
+            lane = workers.lane(urgent=not later)
+            self._in_flight.update(dict.fromkeys(missing, (mine, lane)))
+        if not later:
+            for theirs in {id(t): t for _, t in waiting.values()}.values():
+                workers.hurry(theirs)
         found: dict[str, np.ndarray] = {}
         if missing:
             try:
-                found = dict(zip(missing, self._encode(list(missing.values()), later=later), strict=True))
+                found = dict(zip(missing, self._encode(list(missing.values()), lane), strict=True))
             except BaseException as exc:
                 with self._lock:
                     for k in missing:
@@ -235,21 +278,21 @@ class OfflineEmbedder:
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
             mine.set_result(found)
-        for k, flight in waiting.items():
+        for k, (flight, _) in waiting.items():
             found[k] = flight.result()[k]  # the encoding thread's exception, if it raised, is raised here too
         for i, k in enumerate(keys):
             if k in found:
                 out[i] = found[k]
         return out
 
-    def _encode(self, texts: list[str], *, later: bool = False) -> np.ndarray:
+    def _encode(self, texts: list[str], lane: Executor) -> np.ndarray:
         """Unit vectors of ``texts`` through the model's modules, the longest texts first.
 
         Sorting by token count (``SentenceTransformer.encode`` sorts by characters, ~25% padding
         on claims) keeps each batch's padding small; a batch of short texts may hold more of them
         (up to ``batch_tokens`` padded tokens), which uses the CPU better than a fixed count.
-        The batches run on the forward workers (behind the others when ``later``); a batch's
-        vectors do not depend on the thread.
+        The batches run on the forward workers through ``lane`` (urgent, or a prefetch's); a
+        batch's vectors do not depend on the thread nor on the order the batches run in.
         """
         import torch
 
@@ -274,8 +317,7 @@ class OfflineEmbedder:
             self._spent(time.thread_time() - began)
 
         self._spent(time.thread_time() - started)
-        workers = forward_workers(self._workers)
-        run_all(workers.later if later else workers.now, forward, batches)
+        run_all(lane, forward, batches)
         return out
 
     def _spent(self, cpu_s: float) -> None:

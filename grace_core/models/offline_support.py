@@ -10,6 +10,7 @@ names a specific of the claim (number, term, negation) the source cannot back.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,7 +50,14 @@ class SupportScorer:
 
     def prepare(self, sources: Sequence[str]) -> None:
         """Start embedding the units of ``sources`` (:meth:`Embedder.prefetch`), so that scoring
-        claims against them later finds them embedded or being embedded."""
+        claims against them later finds them embedded or being embedded, and return at once:
+        cutting the sources into units runs on a thread of its own too, since it is slow Python
+        (pysbd: a tenth of a second for a paper's priors, several times that while other
+        documents' threads hold the GIL) that the caller's next steps (a document's context
+        encode, then its first calls) should not wait for."""
+        threading.Thread(target=self._prefetch_units, args=(list(sources),), name="grace-units").start()
+
+    def _prefetch_units(self, sources: list[str]) -> None:
         units = list(dict.fromkeys(u for s in sources for u in source_units(s)))
         if units:
             self.embedder.prefetch(units)

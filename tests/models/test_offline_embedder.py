@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,8 +21,10 @@ from grace_core.models.offline_embedder import (
     ForwardWorkers,
     OfflineEmbedder,
     _load_sentence_model,
+    forward_workers,
     load_sentence_model,
 )
+from grace_core.models.hashing import text_hash
 from grace_core.models.offline_support import source_units
 
 
@@ -144,6 +148,54 @@ def test_passes_someone_waits_for_run_before_prefetched_ones() -> None:
     for f in [blocker, *queued]:
         f.result(timeout=30)
     assert ran == ["now 1", "now 2", "later 1", "later 2"]
+
+
+def test_a_hurried_prefetch_runs_before_other_prefetches_and_behind_the_urgent_passes_queued_before() -> None:
+    workers = ForwardWorkers(1)
+    release, ran = threading.Event(), []
+    blocker = workers.now.submit(release.wait, 30)
+    first, second = workers.lane(urgent=False), workers.lane(urgent=False)
+    queued = [first.submit(ran.append, "first 1"), second.submit(ran.append, "second 1"), workers.now.submit(ran.append, "now 1")]
+    workers.hurry(second)
+    queued += [second.submit(ran.append, "second 2"), workers.now.submit(ran.append, "now 2")]
+    release.set()
+    for f in [blocker, *queued]:
+        f.result(timeout=30)
+    assert ran == ["now 1", "second 1", "second 2", "now 2", "first 1"]
+
+
+def _within(seconds: float, condition: Callable[[], bool]) -> bool:
+    """Whether ``condition()`` holds within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_an_embed_waiting_for_a_prefetch_hurries_it(texts: list[str]) -> None:
+    embedder = OfflineEmbedder(threads=1, workers=1, batch_size=8, batch_tokens=100_000)  # the prefetch is one pass
+    workers = forward_workers(1)
+    release, later = threading.Event(), threading.Event()
+    blocker = workers.now.submit(release.wait, 30)  # holds the one worker until the embed waits for the prefetch
+    behind = workers.lane(urgent=False).submit(later.wait, 30)  # a prefetch queued before, held until the embed is done
+    assert _within(30, blocker.running)
+    embedder.prefetch(texts[:8])
+    key = text_hash(texts[0])
+    assert _within(30, lambda: key in embedder._in_flight and any(p.lane is embedder._in_flight[key][1] for p in workers._waiting))
+    prefetch = embedder._in_flight[key][1]
+    with ThreadPoolExecutor(1) as pool:
+        vecs = pool.submit(embedder.embed, texts[:8])
+        _within(10, lambda: prefetch.urgent)  # the embed waits for the prefetch (else it fails below)
+        release.set()
+        try:
+            done = vecs.result(timeout=30)  # not hurried, the prefetch's passes would wait behind the held one
+        finally:
+            later.set()
+    behind.result(timeout=30)
+    blocker.result(timeout=30)
+    assert embedder.encoded == 8 and done.shape == (8, embedder.dim)
 
 
 def test_forward_workers_run_below_the_threads_that_make_calls() -> None:
