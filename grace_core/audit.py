@@ -123,10 +123,13 @@ def audit_claims(
     for the sampled claims' documents only; the other tables as :func:`audit_pool` takes them."""
     parts = []
     for status in AUDITED_STATUSES:
-        pool = audit_pool(scores, status, decisions, busy, audited, response_claims)
-        sample = stratified_sample(pool, config.audit_size(status), f"audit:{round_id}:{status}")
+        n = config.audit_size(status)
+        pool = audit_pool(scores, status, decisions, busy, audited, response_claims) if n > 0 else scores.select(KEYS).head(0)
+        sample = stratified_sample(pool, n, f"audit:{round_id}:{status}")
+        # the confidences of the sampled documents only (a round's scores have millions of rows)
+        confidence = scores.filter(pl.col("doc_id").is_in(sample["doc_id"].unique().implode())).select(*KEYS, "confidence")
         parts.append(
-            sample.join(scores.select(*KEYS, "confidence"), on=KEYS, how="left")
+            sample.join(confidence, on=KEYS, how="left")
             .with_columns(status=pl.lit(status), priority=pl.lit(0.0), _turn=pl.int_range(0, pl.len()), _status=pl.lit(len(parts)))
         )
     sample = pl.concat(parts).sort("_turn", "_status").drop("_turn", "_status")
