@@ -147,9 +147,10 @@ def own_seconds(root: str, stage: str, round_id: int) -> float:
 def run_round(root: str, round_id: int, env: dict[str, str]) -> dict:
     """One ``expansion_round`` in a fresh process (imports included in its wall time)."""
     proc = subprocess.run([sys.executable, "-c", ROUND, root, str(round_id)], cwd=REPO, env=env, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(proc.stderr[-3000:])
-    return json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith('{"wall_s"')))
+    marker = proc.stdout.rfind('{"wall_s"')
+    if proc.returncode or marker < 0:  # (another library's output may share the figures' line)
+        raise SystemExit(f"round {round_id} of {root}: exit status {proc.returncode}, no figures\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout[marker:].splitlines()[0])
 
 
 def main() -> None:
@@ -161,6 +162,8 @@ def main() -> None:
     ap.add_argument("--root", help="Keep the lakes here, each written lake also as lake-N-fresh: a later run with the same "
                                    "--root copies it instead of writing it again.")
     args = ap.parse_args()
+    if args.root:
+        Path(args.root).mkdir(parents=True, exist_ok=True)
     with (contextlib.nullcontext(args.root) if args.root else tempfile.TemporaryDirectory(prefix="grace-bench-scale-")) as tmp:
         os.environ |= {"PREFECT_HOME": str(Path(tmp) / "prefect"), "PREFECT_LOGGING_LEVEL": "WARNING",
                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from prefect import flow
 
 from flows.params import ScoreParams
 from flows.review import dispatch_reviews
@@ -55,6 +56,12 @@ def test_a_round_rescores_only_the_documents_that_changed(tmp_path: Path, monkey
     by_round = {m["round"]: m for m in metrics}
     assert set(by_round) == {1, 2}
     assert {k: v for k, v in by_round[2].items() if k != "round"} == {k: v for k, v in by_round[1].items() if k != "round"}
+
+    @flow
+    def parent() -> list[dict]:  # as expansion_round runs it: the parent publishes the metrics once its round is done
+        return score_round(ScoreParams(round_id=2, lake=root))
+
+    assert parent() == [] and scored_by_round(lake) == {1: ["d1", "d2"]}
 
     # a reviewer rejects a claim of d1: round 3 rescores d1 only, and d1's claim is Refuted for good
     lake.commit("fixture/vote", {"verdicts": pl.DataFrame({

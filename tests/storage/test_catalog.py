@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from flows.score import fill_scoring_counts
+from flows.score import COUNTS_COMPLETE, fill_scoring_counts
 from grace_core.errors import LakeError
 from grace_core.metrics import round_metrics as core_round_metrics
 from grace_core.decisions import decide
@@ -374,6 +374,7 @@ def test_round_metrics_equal_the_state_as_of_each_round_over_many_rounds(tmp_pat
     assert lake.query("SELECT count(*) AS n FROM round_metrics")["n"][0] == 0  # no counts stored yet
     assert fill_scoring_counts(lake, 3) == 7
     assert fill_scoring_counts(lake, 3) == 0  # idempotent: nothing left to fill
+    assert lake.is_committed(COUNTS_COMPLETE)  # and recorded: later rounds do not scan the scores for missing counts
     expected = metrics_as_of_each_round(lake)
     view = {m["round"]: m for m in lake.query("SELECT * FROM round_metrics").iter_rows(named=True)}
     assert sorted(view) == sorted(expected) == [1, 2, 3, 4, 5, 6, 7]
