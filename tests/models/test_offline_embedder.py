@@ -23,6 +23,7 @@ from grace_core.models.offline_embedder import (
     _load_sentence_model,
     forward_workers,
     load_sentence_model,
+    packaged_model_dir,
 )
 from grace_core.models.hashing import text_hash
 from grace_core.models.offline_support import source_units
@@ -38,13 +39,18 @@ def texts(qasper_papers: list[dict]) -> list[str]:
 
 
 def test_vectors_match_sentence_transformers_encode(texts: list[str]) -> None:
+    from sentence_transformers import SentenceTransformer
+
     model = load_sentence_model(1)
     assert len(model.tokenizer(texts[-2])["input_ids"]) > model.max_seq_length
     embedder = OfflineEmbedder(threads=1)
     vecs = embedder.embed(texts)
     assert embedder.encoded == len(texts)
-    ref = model.encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    reference = SentenceTransformer(str(packaged_model_dir()), device="cpu")
+    assert reference.max_seq_length == model.max_seq_length
+    ref = reference.encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
     assert float((vecs * ref).sum(axis=1).min()) >= 0.9999
+    np.testing.assert_allclose(vecs, ref, atol=1e-5)  # the same vectors, not merely close in angle
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
 
 
