@@ -47,8 +47,11 @@ def split_claims(decisions: pl.DataFrame, votes: pl.DataFrame, busy: pl.DataFram
 def adjudication_assignments(splits: pl.DataFrame, scores: pl.DataFrame, adjudicator: str | None, after_rank: int) -> pl.DataFrame:
     """Assignments of the ``splits`` (``doc_id, claim_id``) to the ``adjudicator`` alone, ranked
     after ``after_rank`` (the round's other review items), outside the budgets (cost and gain
-    0); priority and confidence from ``scores`` (0 and 0.5 for a claim not scored)."""
-    return splits.join(scores.select("doc_id", "claim_id", "priority", "confidence"), on=["doc_id", "claim_id"], how="left").select(
+    0); priority and confidence from ``scores`` (0 and 0.5 for a claim not scored). ``scores``
+    may be every document's latest scores (millions of rows): only the splits' rows are taken
+    from it (a semi join, hashing the few splits) before the left join (which would hash it all)."""
+    scored = scores.join(splits.select(KEYS), on=KEYS, how="semi").select(*KEYS, "priority", "confidence")
+    return splits.join(scored, on=KEYS, how="left").select(
         "doc_id", "claim_id", pl.col("priority").fill_null(0.0), pl.col("confidence").fill_null(0.5), cost=pl.lit(0.0), gain=pl.lit(0.0),
         rank=pl.int_range(after_rank + 1, after_rank + 1 + pl.len()), reviewer=pl.lit(adjudicator),
     )
