@@ -80,7 +80,7 @@ class Api:
         deadline = time.monotonic() + timeout
         while (run := self.call(f"/flow_runs/{run_id}"))["state"]["name"] != state:
             assert run["state"]["type"] not in ("FAILED", "CRASHED", "CANCELLED", "COMPLETED"), (run["state"], log.read_text()[-3000:])
-            assert time.monotonic() < deadline, f"run still {run['state']['name']} after {timeout} s\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"{log.read_text()[-3000:]}\nrun still {run['state']['name']} after {timeout} s"
             time.sleep(1)
         return run
 
@@ -100,6 +100,24 @@ def wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float)
     while text not in path.read_text():
         assert proc.poll() is None, path.read_text()[-3000:]
         assert time.monotonic() < deadline, f"no {text!r} after {timeout} s\n{path.read_text()[-3000:]}"
+        time.sleep(0.5)
+
+
+def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | None = None) -> None:
+    """Click ``form``'s Submit and wait until ``done()``. The UI posts once; when the server was
+    busy (a 503 while SQLite is locked) it shows an error and stays on the form, and a person
+    clicks Submit again: so does the test, once, after 20 s. After 90 s it fails with what the
+    page says (and the end of ``log``)."""
+    form.get_by_role("button", name="Submit").click()
+    started, again = time.monotonic(), False
+    while not done():
+        waited = time.monotonic() - started
+        if not again and waited > 20 and form.get_by_role("button", name="Submit").count():
+            shot(again_shot)
+            form.get_by_role("button", name="Submit").click()
+            again = True
+        assert waited < 90, (f"{failure}; the page says: {page.locator('body').inner_text()[-800:]}"
+                             + (f"\n{log.read_text()[-3000:]}" if log else ""))
         time.sleep(0.5)
 
 
@@ -175,18 +193,8 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
             assert labels == ["params", "Batch", "Lake (Optional)", "Prior Sections (Optional)"], labels
             page.locator(".schema-form-property textarea").first.fill(str(batch))
             shot("02-ingest-run-form")
-            page.get_by_role("button", name="Submit").click()
-            # the UI posts once; when the server was busy (a 503 while SQLite is locked) it shows an
-            # error and stays on the form, and a person clicks Submit again: so does the test, once
-            started, again = time.monotonic(), False
-            while not (runs := api.runs_of("ingest_batch/ingest-batch")):
-                waited = time.monotonic() - started
-                if not again and waited > 20 and page.get_by_role("button", name="Submit").count():
-                    shot("02b-ingest-run-form-again")
-                    page.get_by_role("button", name="Submit").click()
-                    again = True
-                assert waited < 90, f"the Run form created no flow run; the page says: {page.locator('body').inner_text()[-800:]}"
-                time.sleep(0.5)
+            submit(page, page, lambda: bool(api.runs_of("ingest_batch/ingest-batch")), "the Run form created no flow run", shot, "02b-ingest-run-form-again")
+            runs = api.runs_of("ingest_batch/ingest-batch")
             ingested = api.wait_for(runs[0]["id"], "Completed", timeout=300, log=serve_log)
             assert ingested["parameters"] == {"params": {"batch": str(batch)}}  # empty overrides left out, not nulls
             page.goto(f"{api.base}/runs/flow-run/{ingested['id']}", wait_until="networkidle")
@@ -254,7 +262,8 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
             assert select.inner_text() == "reject"
             dialog.locator("textarea").first.fill(NOTE)
             shot("09-review-form-filled")
-            dialog.get_by_role("button", name="Submit").click()
+            submit(page, dialog, lambda: api.call(f"/flow_runs/{packet}")["state"]["name"] != "Paused",
+                   "the Resume form left the run paused", shot, "09b-review-form-again", log=tmp_path / "server.log")
             api.wait_for(packet, "Completed", timeout=120, log=serve_log)
             page.goto(f"{api.base}/runs/flow-run/{packet}", wait_until="networkidle")
             page.get_by_text("1 verdict recorded").first.wait_for()
