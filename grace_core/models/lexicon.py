@@ -204,9 +204,21 @@ def mismatch(claim: str, unit: str, source: str | None = None) -> Mismatch | Non
 
 
 def unsupported(claim: str, unit: str, source: str) -> str | None:
-    """A specific of ``claim`` that ``source`` cannot back, so it cannot entail the claim: a
-    number or a term the source never mentions, a negation the source never makes, or a word
-    the claim affirms that the best ``unit`` negates. None when there is none."""
+    """A specific of ``claim`` that ``source`` cannot back, so it cannot entail the claim: one of
+    :func:`unbacked`, or a word the claim affirms that the best ``unit`` negates. None when
+    there is none."""
+    found = unbacked(claim, source)
+    if found is not None:
+        return found
+    negated_by_unit = sorted((negated_heads(unit) - negated_heads(claim)) & content_stems(claim))
+    if negated_by_unit:
+        return f"the source negates {negated_by_unit[0]!r}"
+    return None
+
+
+def unbacked(claim: str, source: str) -> str | None:
+    """A specific of ``claim`` that no unit of ``source`` can back: a number or a term the
+    source never mentions, or a negation the source never makes. None when there is none."""
     extra_numbers = numbers(claim) - numbers(source)
     if extra_numbers:
         return f"number {sorted(extra_numbers)[0]} is not in the source"
@@ -214,11 +226,7 @@ def unsupported(claim: str, unit: str, source: str) -> str | None:
     extra_terms = sorted(t for t in terms(claim) if t.lower() not in source_tokens)
     if extra_terms:
         return f"term {extra_terms[0]} is not in the source"
-    hc = negated_heads(claim)
-    extra_negations = sorted(hc - negated_heads(source))
+    extra_negations = sorted(negated_heads(claim) - negated_heads(source))
     if extra_negations:
         return f"the source never negates {extra_negations[0]!r}"
-    negated_by_unit = sorted((negated_heads(unit) - hc) & content_stems(claim))
-    if negated_by_unit:
-        return f"the source negates {negated_by_unit[0]!r}"
     return None

@@ -66,9 +66,53 @@ def test_judge_labels_entailment_contradiction_and_neutral(embedder: OfflineEmbe
     [row] = judge.judge([JudgeRequest(DOC, claims)])
     assert [j.label for j in row] == ["entails", "contradicts", "contradicts", "entails", "neutral", "contradicts"]
     assert all(j.outcome == "ok" for j in row)
-    assert row[0].score == pytest.approx(1.0, abs=1e-4) and row[4].score < 0.5
+    assert row[0].score == pytest.approx(1.0, abs=1e-4)
+    assert row[4].score is None  # one content word of five in the source: neutral without embedding it
     [[empty]] = judge.judge([JudgeRequest("", claims[:1])])
     assert empty.label == "neutral" and empty.score is None
+
+
+def test_judge_embeds_only_claims_with_words_in_common_and_labels_as_if_it_embedded_all(
+    embedder: OfflineEmbedder, cfg: ModelConfig, qasper_papers: list[dict]
+) -> None:
+    """The lexical screen changes no label: every claim of a paper (and a corrupted copy of each
+    one a corruption applies to, for contradictions), judged against the paper's first
+    paragraphs, labelled as the rule labels each claim's full support; and most claims are not
+    embedded at all."""
+    import random
+
+    from grace_core.models.corruption import corrupt, term_pool
+    from grace_core.models.offline_judge import CONTAINMENT_OVERLAP, CONTAINMENT_SIMILARITY, label_of, lexically_reachable
+    from grace_core.models.offline_support import SupportScorer
+
+    paragraphs = [p for s in qasper_papers[0]["sections"] for p in s["paragraphs"] if p.strip()]
+    text = "\n\n".join(paragraphs)
+    rng, pool = random.Random(0), term_pool(text)
+    units = [u for p in paragraphs for u in claim_units(p)]
+    corrupted = [c.corrupted for i, u in enumerate(units) if (c := corrupt(u, i, rng, pool)) is not None]
+    claims = tuple(dict.fromkeys(units + corrupted))
+    sources = paragraphs[:6]
+    judged = OfflineJudge(embedder, cfg).judge([JudgeRequest(src, claims) for src in sources])
+
+    floor = min(cfg.judge_entail_similarity, cfg.judge_contradict_similarity, CONTAINMENT_SIMILARITY)
+    reference = SupportScorer(embedder).support(sources, [claims] * len(sources), floor=floor,
+                                                contradict_similarity=cfg.judge_contradict_similarity)
+    labels = {"entails": 0, "contradicts": 0}
+    left_out = 0
+    for src, row, ref in zip(sources, judged, reference, strict=True):
+        reachable = set(lexically_reachable(src, claims, entail_share=min(cfg.judge_entail_overlap, CONTAINMENT_OVERLAP)))
+        for i, (j, support) in enumerate(zip(row, ref, strict=True)):
+            expected = label_of(support, entail_similarity=cfg.judge_entail_similarity, entail_overlap=cfg.judge_entail_overlap,
+                                contradict_similarity=cfg.judge_contradict_similarity)
+            assert j.label == expected, (src, claims[i])
+            labels[expected] = labels.get(expected, 0) + 1
+            if i in reachable:
+                assert j.score == pytest.approx(support.similarity, abs=1e-5)
+            else:
+                assert j.score is None and j.label == "neutral"
+                left_out += 1
+    assert labels["entails"] >= 10 and labels["contradicts"] >= 3, labels
+    assert left_out > 0.8 * len(claims) * len(sources), (left_out, len(claims) * len(sources))
 
 
 def test_decomposer_gives_self_contained_claims_of_a_paper(qasper_papers: list[dict]) -> None:
