@@ -23,6 +23,7 @@ from grace_core.changes import changed_documents, scoring_fingerprint
 from grace_core.decisions import decide
 from grace_core.documents import content_id
 from grace_core.metrics import scoring_counts
+from grace_core.models.factory import embedder_identity
 from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS
 from grace_core.reliability import estimate_reliability, vote_weights
 from grace_core.round import RoundState, settle
@@ -101,7 +102,7 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
     read by key from the lake: their graph sources, claims, edges and every vote on them."""
     rounds = range(0, round_id + 1)
     return RoundState(
-        sources=lake.read("sources", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "text", "claim_id"],
+        sources=lake.read("sources", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "text", "claim_id", "round"],
                           filter=ds.field("source_kind").isin(list(SOURCE_KINDS)), doc_ids=doc_ids),
         claims=lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id", "source_id", "source_kind", "text", "round"], doc_ids=doc_ids),
         edges=lake.read("edges", rounds=rounds, columns=list(EDGE_COLUMNS), doc_ids=doc_ids),
@@ -114,6 +115,20 @@ def previous_scores(lake: Lake, doc_ids: list[str], round_id: int) -> pl.DataFra
     ``round_id``, read by key (none for a document never scored)."""
     scores = lake.read("scores", rounds=range(0, round_id), columns=["doc_id", "claim_id", "round", "status"], doc_ids=doc_ids)
     return scores.filter(pl.col("round") == pl.col("round").max().over("doc_id"))
+
+
+def stored_review_inputs(lake: Lake, doc_ids: list[str], round_id: int, embedder: str) -> pl.DataFrame:
+    """``doc_id, claim_id, round, prior_distance`` of the review inputs stored by each of
+    ``doc_ids``' latest scoring before ``round_id`` that has any (read by key), if that round's
+    scoring recorded ``embedder`` (:func:`~grace_core.models.factory.embedder_identity`) in
+    every one of its stage rows; none of a round that recorded no embedder or another."""
+    stages = lake.read("rounds", rounds=range(0, round_id), columns=["round", "stage", "detail_json"]).filter(pl.col("stage") == "score")
+    recorded = (pl.col("detail_json").str.json_path_match("$.embedder") == embedder).fill_null(False)
+    same = stages.group_by("round").agg(recorded.all().alias("same")).filter("same")["round"]
+    if same.is_empty():
+        return pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "round": pl.Int32, "prior_distance": pl.Float64})
+    stored = lake.read("review_inputs", rounds=same.to_list(), columns=["doc_id", "claim_id", "round", "prior_distance"], doc_ids=doc_ids)
+    return stored.filter(pl.col("round") == pl.col("round").max().over("doc_id"))
 
 
 def counts_of(scores: pl.DataFrame, claims: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
@@ -177,9 +192,12 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], weig
     """Round ``round_id`` of :mod:`grace_core.round` for ``doc_ids``: decide the votes that
     arrived (weighted by ``weights`` when set), promote and cascade, score; commit
     decisions, new sources and edges, scores and the Boundary claims' review inputs (once), the
-    stage row recording the scoring settings' fingerprint."""
+    stage row recording the scoring settings' fingerprint and the embedder that measured the
+    review inputs (a prior distance an earlier scoring measured with it is kept while it holds:
+    :func:`stored_review_inputs`, :meth:`grace_core.round.Settlement.review_inputs`)."""
     lake = open_lake(settings)
     caches, built = [], []
+    embedder = embedder_identity(settings)
 
     def roles():
         if not built:
@@ -199,13 +217,14 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], weig
             "edges": s.new_edges.with_columns(round=at_round),
             "scores": scores,
             "scoring_counts": new_counts(lake, doc_ids, round_id, scores, s.state.claims, decisions),
-            "review_inputs": s.review_inputs(roles).with_columns(round=at_round),
+            "review_inputs": s.review_inputs(roles, stored_review_inputs(lake, doc_ids, round_id, embedder)).with_columns(round=at_round),
             "llm_calls": pl.concat([c.pending() for c in caches]) if caches else pl.DataFrame(),
         }
         return {k: v for k, v in tables.items() if v.width}, len(doc_ids), s.scores.height
 
     key = f"score/round={round_id}/docs={content_id(*doc_ids)}"
-    return commit_once(lake, key, round_id=round_id, stage="score", work=work, detail=json.dumps({"scoring": fingerprint})) or 0
+    detail = json.dumps({"scoring": fingerprint, "embedder": embedder})
+    return commit_once(lake, key, round_id=round_id, stage="score", work=work, detail=detail) or 0
 
 
 @grace_task(retries=1)

@@ -25,18 +25,29 @@ rescored: its cascade reach (:func:`grace_core.reach.cascade_reach`) and its emb
 to the nearest prior unit (:func:`grace_core.selection.prior_distance`)."""
 
 
-def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder) -> pl.DataFrame:
+def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder | None, known: pl.DataFrame | None = None) -> pl.DataFrame:
     """``claims`` (``doc_id, claim_id, text``, …) with ``prior_distance``
     (:func:`grace_core.selection.prior_distance`). ``priors``: ``doc_id, text`` of the prior
     knowledge to measure against. The flows pass the atomic claims of the priors and the
     verified claims rather than whole passages: a sentence embedder reads only the first few
     hundred tokens of a long section, so "nearest prior" is taken unit by unit. Embeddings are
     computed per document, and not at all for a document without priors (its distances are 1
-    whatever the claims say)."""
+    whatever the claims say).
+
+    ``known``: ``doc_id, claim_id, prior_distance`` of claims already measured against the same
+    priors with the same embedder; those keep their distance and are not embedded again.
+    ``embedder`` may be None only when there is nothing left to measure. Rows keep their order."""
+    if known is not None and known.height:
+        claims = claims.with_row_index("_row").join(known.select("doc_id", "claim_id", "prior_distance"), on=["doc_id", "claim_id"], how="left")
+        kept = claims.filter(pl.col("prior_distance").is_not_null())
+        measured = prior_distances(claims.filter(pl.col("prior_distance").is_null()).drop("prior_distance"), priors, embedder)
+        return pl.concat([kept, measured.select(kept.columns)]).sort("_row").drop("_row")
     parts = []
     for (doc_id,), rows in claims.group_by("doc_id", maintain_order=True):
         prior_texts = priors.filter(pl.col("doc_id") == doc_id)["text"].to_list()
         if prior_texts:
+            if embedder is None:
+                raise ValueError("prior_distances: claims left to measure and no embedder")
             distance = prior_distance(embedder.embed(rows["text"].to_list()), embedder.embed(prior_texts))
         else:
             distance = prior_distance(np.empty((rows.height, 0)), np.empty((0, 0)))
@@ -46,11 +57,13 @@ def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedd
     return pl.concat(parts)
 
 
-def review_inputs(claims: pl.DataFrame, boundary: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder) -> pl.DataFrame:
+def review_inputs(
+    claims: pl.DataFrame, boundary: pl.DataFrame, priors: pl.DataFrame, embedder: Embedder | None, known: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """``claims`` (``doc_id, claim_id, text``, …) with :data:`REVIEW_INPUTS`: ``reach`` against
     the Boundary claims of their documents (``boundary``: ``doc_id, claim_id, text``) and
-    ``prior_distance`` to ``priors`` (:func:`prior_distances`)."""
-    return prior_distances(cascade_reach(claims, boundary), priors, embedder)
+    ``prior_distance`` to ``priors`` (:func:`prior_distances`, keeping the ``known`` ones)."""
+    return prior_distances(cascade_reach(claims, boundary), priors, embedder, known)
 
 
 def with_cost(candidates: pl.DataFrame, params: ScoringParams, review_seconds: float) -> pl.DataFrame:

@@ -60,6 +60,27 @@ def prior_units(claims: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
     ]).unique(maintain_order=True)
 
 
+def still_measured(stored: pl.DataFrame, claims: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``stored`` (``doc_id, claim_id, round, prior_distance``: prior distances a
+    scoring of that ``round`` measured) that still hold: those of documents none of whose
+    :func:`prior_units` is newer than that round, i.e. whose prior claims (``claims``) and
+    verified claims (``sources``) all have a ``round`` ≤ it. A claim's distance depends only on
+    its text and its document's prior units, so such a distance is what measuring again would
+    give. None hold when the rows carry no ``round``, nor for a document with a unit of unknown round."""
+    if "round" not in claims.columns or "round" not in sources.columns:
+        return stored.head(0)
+    units = pl.concat([
+        claims.filter(pl.col("source_kind") == "prior").select("doc_id", pl.col("round").cast(pl.Int64)),
+        sources.filter(pl.col("source_kind") == "verified").select("doc_id", pl.col("round").cast(pl.Int64)),
+    ])
+    newest = units.group_by("doc_id").agg(prior_round=pl.col("round").max(), unknown=pl.col("round").is_null().any())
+    return (
+        stored.join(newest, on="doc_id", how="left")
+        .filter(pl.col("unknown").is_null() | (~pl.col("unknown") & (pl.col("prior_round") <= pl.col("round"))))
+        .select(stored.columns)
+    )
+
+
 class DocumentTexts(Protocol):
     """Claim texts and prior units by document, asked for only where a claim is priced or shown
     (a round's dispatch prices a few claims of a large lake): a :class:`RoundState` has them in
@@ -82,8 +103,9 @@ def _of(frame: pl.DataFrame, doc_ids: Sequence[str] | None) -> pl.DataFrame:
 class RoundState:
     """What a round reads of a chunk of documents.
 
-    - ``sources``: ``doc_id, source_id, source_kind, text, claim_id`` — graph sources only
-      (prior, verified, response); ``claim_id`` is set for verified sources;
+    - ``sources``: ``doc_id, source_id, source_kind, text, claim_id`` (and ``round`` when
+      known) — graph sources only (prior, verified, response); ``claim_id`` is set for
+      verified sources;
     - ``claims``: one row per decomposition, ``doc_id, claim_id, source_id, source_kind, text``
       (and ``round`` when known); a claim's text is its first row's;
     - ``edges``: the judge's edge table (:data:`grace_core.edges.EDGE_COLUMNS`);
@@ -131,16 +153,24 @@ class Settlement:
     scores: pl.DataFrame
     state: RoundState
 
-    def review_inputs(self, roles: Callable[[], ModelRoles]) -> pl.DataFrame:
+    def review_inputs(self, roles: Callable[[], ModelRoles], stored: pl.DataFrame | None = None) -> pl.DataFrame:
         """``doc_id, claim_id`` and :data:`~grace_core.review.REVIEW_INPUTS` of every Boundary
         claim of the settled scores (:func:`grace_core.review.review_inputs` against the
-        settled state's Boundary claims and prior units; ``roles()`` is called only when there
-        is one): what :func:`defer` would otherwise compute every round."""
+        settled state's Boundary claims and prior units): what :func:`defer` would otherwise
+        compute every round.
+
+        ``stored``: ``doc_id, claim_id, round, prior_distance`` that earlier scorings measured
+        with the embedder of ``roles()``; a claim keeps its distance when it still holds
+        (:func:`still_measured`), so a document rescored without new prior units (a reject, a
+        new response) embeds nothing. ``roles()`` is called only when a claim is left to measure."""
         keys = ["doc_id", "claim_id"]
         boundary = self.scores.filter(pl.col("status") == BOUNDARY).select(keys).join(self.state.claim_texts(), on=keys)
         if boundary.height == 0:
             return pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, **REVIEW_INPUTS})
-        return review_inputs(boundary, boundary, self.state.prior_units(), roles().embedder).select(*keys, *REVIEW_INPUTS)
+        known = None if stored is None else still_measured(stored, self.state.claims, self.state.sources)
+        left = boundary if known is None else boundary.join(known, on=keys, how="anti")
+        embedder = roles().embedder if left.height else None
+        return review_inputs(boundary, boundary, self.state.prior_units(), embedder, known).select(*keys, *REVIEW_INPUTS)
 
     @property
     def new_edges(self) -> pl.DataFrame:
@@ -181,7 +211,10 @@ def settle(
         empty = pl.DataFrame(schema={c: pl.Utf8 for c in EDGE_COLUMNS})
         return Settlement(decisions, promotion, empty, before, state)
     cascade = judge_cascade(promotion.sources, before, texts, roles(), round_id=round_id).select(EDGE_COLUMNS)
-    grown = state.with_promotion(promotion.sources.select(list(SOURCE_COLUMNS)), pl.concat([promotion.edges.select(EDGE_COLUMNS), cascade]))
+    new_sources = promotion.sources.select(list(SOURCE_COLUMNS))
+    if "round" in state.sources.columns:  # promoted in this round
+        new_sources = new_sources.with_columns(round=pl.lit(round_id).cast(state.sources.schema["round"]))
+    grown = state.with_promotion(new_sources, pl.concat([promotion.edges.select(EDGE_COLUMNS), cascade]))
     # scoring is per document: only the documents that gained verified priors are scored again
     promoted = promotion.sources["doc_id"].unique().sort().to_list()
     scores = pl.concat([before.filter(~pl.col("doc_id").is_in(promoted)), score_state(grown.of(promoted), params, rejected, origin)])

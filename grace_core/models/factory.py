@@ -10,13 +10,14 @@ limit and the round's spend cap. litellm is imported only when some role needs i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from grace_core.models.cache import CallCache, MemoryCallCache, UsageStats
 from grace_core.models.config import OFFLINE, ModelConfig
 from grace_core.models.offline_answerer import OfflineAnswerer
 from grace_core.models.offline_decomposer import OfflineDecomposer
-from grace_core.models.offline_embedder import OfflineEmbedder
+from grace_core.models.offline_embedder import MODEL_PACKAGE, OfflineEmbedder
 from grace_core.models.offline_judge import OfflineJudge
 from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.offline_verifier import OfflineVerifier
@@ -78,6 +79,15 @@ def embeds_offline(config: ModelConfig) -> bool:
     """Whether ``config``'s roles embed with the packaged offline embedder (every backend but
     litellm with an embedding model of its own)."""
     return not _llm(config, config.embedder_model)
+
+
+def embedder_identity(config: ModelConfig) -> str:
+    """Which embedder ``config``'s roles embed with, as stored beside what it measured (two
+    embedders' distances are not comparable): the litellm embedding model, or the packaged
+    offline model with its package version."""
+    if embeds_offline(config):
+        return f"offline:{MODEL_PACKAGE}=={version(MODEL_PACKAGE.replace('_', '-'))}"
+    return f"litellm:{config.embedder_model}"
 
 
 def build_roles(

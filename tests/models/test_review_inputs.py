@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import polars as pl
 
+from grace_core.models.config import ModelConfig
+from grace_core.models.offline_judge import OfflineJudge
 from grace_core.params import ScoringParams
 from grace_core.review import REVIEW_INPUTS, review_inputs
 from grace_core.round import defer
@@ -75,3 +77,78 @@ def test_stored_review_inputs_give_the_same_deferrals_without_embedding(embedder
     # no prior unit is read, and claim texts only of the chosen claims' documents (to show them)
     assert lookup.asked == {"claim_texts": [sorted(set(from_stored["doc_id"]))], "prior_units": []}
     assert from_stored.equals(fresh)
+
+
+def test_a_rescored_document_keeps_its_prior_distances_until_its_prior_units_change(embedder) -> None:
+    """Settlement.review_inputs with what an earlier scoring stored: a reject (no new prior
+    unit) keeps every stored distance and embeds nothing; a confirm (a verified claim is a new
+    prior unit) measures again; either way the distances are those a fresh measurement gives."""
+    from grace_core.edges import EDGE_COLUMNS
+    from grace_core.round import RoundState, settle
+    from grace_core.status import BOUNDARY
+    from tests.review.conftest import graph_rows
+
+    rows = graph_rows("d1")
+    extra = {"c:5": "The parser applies dropout of 0.3 during training.", "c:6": "The dropout rate was tuned on the development set.",
+             "c:7": "Three annotators labelled the held-out sentences."}  # response claims no prior says
+    rows["claims"] = pl.concat([rows["claims"], pl.DataFrame({
+        "doc_id": "d1", "claim_id": list(extra), "round": 1, "source_id": "r1", "source_kind": "response", "text": list(extra.values())})],
+        how="vertical_relaxed")
+    rows["edges"] = pl.concat([rows["edges"], pl.DataFrame({
+        "doc_id": "d1", "source_id": "r1", "source_kind": "response", "claim_id": list(extra), "label": "entails", "round": 1})],
+        how="vertical_relaxed")
+    votes = pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "reviewer": pl.Utf8, "verdict": pl.Utf8, "round": pl.Int32})
+    state = RoundState(sources=rows["sources"].select("doc_id", "source_id", "source_kind", "text", pl.lit(None, pl.Utf8).alias("claim_id"),
+                                                      pl.col("round").cast(pl.Int32)),
+                       claims=rows["claims"].with_columns(pl.col("round").cast(pl.Int32)), edges=rows["edges"].select(EDGE_COLUMNS), votes=votes)
+    params = ScoringParams()
+    made: list[CountingEmbedder] = []
+
+    def roles():
+        made.append(CountingEmbedder(embedder))
+        return SimpleNamespace(embedder=made[-1], judge=OfflineJudge(embedder, ModelConfig(torch_threads=1)))
+
+    def settled(votes_now: list[tuple[str, str]], round_id: int):
+        vote_rows = pl.DataFrame([("d1", c, "alice", v, round_id) for c, v in votes_now], schema=votes.schema, orient="row")
+        return settle(RoundState(state.sources, state.claims, state.edges, vote_rows), params, roles, quorum=1, round_id=round_id)
+
+    first = settled([], 1)
+    stored = first.review_inputs(roles).with_columns(round=pl.lit(1, pl.Int32))
+    boundary = first.scores.filter(pl.col("status") == BOUNDARY)["claim_id"].to_list()
+    assert len(boundary) >= 3 and stored.height == len(boundary)
+
+    # round 2: a reviewer rejects a Boundary claim; no prior unit is new, so nothing is embedded
+    rejected = settled([(boundary[0], "reject")], 2)
+    made.clear()
+    kept = rejected.review_inputs(roles, stored.select("doc_id", "claim_id", "round", "prior_distance"))
+    assert made == []  # the embedder was not even asked for
+    fresh = rejected.review_inputs(roles)
+    assert kept.sort("claim_id").equals(fresh.sort("claim_id").select(kept.columns)) or \
+        (kept.sort("claim_id")["prior_distance"] - fresh.sort("claim_id")["prior_distance"]).abs().max() < 1e-6
+
+    # round 3: a reviewer confirms a claim nearer to another Boundary claim than any prior unit is
+    # (one the cascade leaves Boundary); the verified claim is a new prior unit of round 3, so that
+    # other claim is measured again
+    texts = dict(first.state.claim_texts().select("claim_id", "text").iter_rows())
+    before = dict(stored.select("claim_id", "prior_distance").iter_rows())
+    vec = dict(zip(boundary, embedder.embed([texts[c] for c in boundary]), strict=True))
+    near = [(a, b) for a in boundary for b in boundary if a != b and 1.0 - float(vec[a] @ vec[b]) < before[b] - 1e-3]
+    for a, b in near:
+        confirmed = settled([(a, "confirm")], 3)
+        assert confirmed.promotion.sources.height == 1
+        made.clear()
+        measured = confirmed.review_inputs(roles, stored.select("doc_id", "claim_id", "round", "prior_distance"))
+        if b in measured["claim_id"].to_list():
+            break
+    else:
+        raise AssertionError(f"no claim stays Boundary closer to a confirmed one than to the priors: {near}")
+    assert made and made[0].texts > 0
+    fresh = confirmed.review_inputs(roles).sort("claim_id")
+    assert (measured.sort("claim_id")["prior_distance"] - fresh["prior_distance"]).abs().max() < 1e-6
+    assert measured.filter(pl.col("claim_id") == b)["prior_distance"].item() < before[b] - 1e-3  # not the stored one
+
+    # rows without rounds (tables built in memory without them) keep nothing
+    no_rounds = RoundState(state.sources.drop("round"), state.claims.drop("round"), state.edges, votes)
+    made.clear()
+    settle(no_rounds, params, roles, quorum=1, round_id=2).review_inputs(roles, stored.select("doc_id", "claim_id", "round", "prior_distance"))
+    assert made and made[0].texts > 0

@@ -17,10 +17,11 @@ from prefect import flow
 
 from flows.params import ScoreParams
 from flows.review import dispatch_reviews
-from flows.score import counts_of, growth, score_round
+from flows.score import counts_of, growth, score_round, stored_review_inputs
 from grace_core.changes import changed_documents, scoring_fingerprint
 from grace_core.decisions import DECISION_SCHEMA, decide
 from grace_core.metrics import SCORING_COUNTS
+from grace_core.models.factory import embedder_identity
 from grace_core.params import ScoringParams
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -73,6 +74,14 @@ def test_a_round_rescores_only_the_documents_that_changed(tmp_path: Path, monkey
     assert status.filter(pl.col("doc_id") == "d2")["scored_round"].unique().to_list() == [1]
     assert status.filter((pl.col("doc_id") == "d1") & (pl.col("claim_id") == "c:2")).row(0, named=True) | {"scored_round": 3} == {
         "doc_id": "d1", "claim_id": "c:2", "status": "refuted", "scored_round": 3, "decision": "reject"}
+    # d1's prior units did not change: its Boundary claims keep the prior distances round 1 measured
+    # with the same embedder (recorded in the stage rows); another embedder's would not be kept
+    inputs = lake.read("review_inputs", columns=["doc_id", "claim_id", "round", "prior_distance"]).filter(pl.col("doc_id") == "d1")
+    kept = inputs.filter(pl.col("round") == 3).drop("round").join(inputs.filter(pl.col("round") == 1).drop("round"), on=["doc_id", "claim_id"])
+    assert kept.height > 0 and kept["prior_distance"].equals(kept["prior_distance_right"], check_names=False)
+    embedder = embedder_identity(ScoreParams(round_id=3, lake=root).settings())
+    assert len(stored_review_inputs(lake, ["d1"], 3, embedder)) == inputs.filter(pl.col("round") == 1).height
+    assert stored_review_inputs(lake, ["d1"], 3, "litellm:another/embedder").is_empty()
     n_refuted = lake.query("SELECT round, n_refuted, n_documents FROM round_metrics WHERE round = 3").row(0)
     assert n_refuted == (3, 1, 2)  # both documents counted, d2 with its round-1 scores
 
