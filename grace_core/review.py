@@ -30,8 +30,8 @@ def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedd
     (:func:`grace_core.selection.prior_distance`). ``priors``: ``doc_id, text`` of the prior
     knowledge to measure against. The flows pass the atomic claims of the priors and the
     verified claims rather than whole passages: a sentence embedder reads only the first few
-    hundred tokens of a long section, so "nearest prior" is taken unit by unit. Embeddings are
-    computed per document, and not at all for a document without priors (its distances are 1
+    hundred tokens of a long section, so "nearest prior" is taken unit by unit. The texts of all
+    documents are embedded in one call, none of a document without priors (its distances are 1
     whatever the claims say).
 
     ``known``: ``doc_id, claim_id, prior_distance`` of claims already measured against the same
@@ -42,13 +42,18 @@ def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedd
         kept = claims.filter(pl.col("prior_distance").is_not_null())
         measured = prior_distances(claims.filter(pl.col("prior_distance").is_null()).drop("prior_distance"), priors, embedder)
         return pl.concat([kept, measured.select(kept.columns)]).sort("_row").drop("_row")
+    units = priors.filter(pl.col("doc_id").is_in(claims["doc_id"].unique().implode()))
+    texts = pl.concat([claims.filter(pl.col("doc_id").is_in(units["doc_id"].unique().implode()))["text"], units["text"]]).unique(maintain_order=True)
+    if texts.len() and embedder is None:
+        raise ValueError("prior_distances: claims left to measure and no embedder")
+    # one embedder call for every document: its forward passes spread over the embedder's workers
+    emb = embedder.embed(texts.to_list()) if texts.len() else np.empty((0, 0))
+    at = {t: i for i, t in enumerate(texts.to_list())}
     parts = []
     for (doc_id,), rows in claims.group_by("doc_id", maintain_order=True):
-        prior_texts = priors.filter(pl.col("doc_id") == doc_id)["text"].to_list()
+        prior_texts = units.filter(pl.col("doc_id") == doc_id)["text"].to_list()
         if prior_texts:
-            if embedder is None:
-                raise ValueError("prior_distances: claims left to measure and no embedder")
-            distance = prior_distance(embedder.embed(rows["text"].to_list()), embedder.embed(prior_texts))
+            distance = prior_distance(emb[[at[t] for t in rows["text"]]], emb[[at[t] for t in prior_texts]])
         else:
             distance = prior_distance(np.empty((rows.height, 0)), np.empty((0, 0)))
         parts.append(rows.with_columns(prior_distance=pl.Series(distance, dtype=pl.Float64)))

@@ -50,6 +50,9 @@ Boundary claim, what the selection needs besides its scores and what stays fixed
 document is rescored (:data:`grace_core.review.REVIEW_INPUTS`): ``reach`` (the Boundary claims
 a confirmation would ground) and ``prior_distance`` (embedding distance to the nearest prior
 unit, the variable part of the review cost). ``claim_status`` shows them beside the scores.
+A later scoring of the document keeps a stored ``prior_distance`` while its prior units are
+no newer and the embedder is the one the scoring's ``rounds`` rows record
+(``detail_json``'s ``embedder``).
 
 ``scoring_counts`` (by round, written with the ``scores`` of the same scoring, just before
 them): per document scored, what the scoring holds (:func:`grace_core.metrics.scoring_counts`:
@@ -88,7 +91,9 @@ question is open while its latest row is not answerable; the next round's build 
 responses to it for its document.
 
 ``rounds`` (by round): one row per stage run of a round: ``stage`` (ingest, build, score,
-dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and ``detail_json``.
+dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and ``detail_json``
+(a score row's: ``scoring``, the fingerprint of the settings scores depend on, and ``embedder``,
+the one that measured its review inputs).
 
 ``batches`` (not partitioned): the ingestion manifest, one row per ingested batch file:
 ``batch_id`` (SHA-256 of its bytes), ``name``, ``n_lines``, ``n_documents`` (in the file),
