@@ -49,9 +49,10 @@ def prior_distances(claims: pl.DataFrame, priors: pl.DataFrame, embedder: Embedd
     # one embedder call for every document: its forward passes spread over the embedder's workers
     emb = embedder.embed(texts.to_list()) if texts.len() else np.empty((0, 0))
     at = {t: i for i, t in enumerate(texts.to_list())}
+    units_of = {doc_id: rows["text"].to_list() for (doc_id,), rows in units.group_by("doc_id")}
     parts = []
     for (doc_id,), rows in claims.group_by("doc_id", maintain_order=True):
-        prior_texts = units.filter(pl.col("doc_id") == doc_id)["text"].to_list()
+        prior_texts = units_of.get(doc_id)
         if prior_texts:
             distance = prior_distance(emb[[at[t] for t in rows["text"]]], emb[[at[t] for t in prior_texts]])
         else:
