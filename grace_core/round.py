@@ -54,10 +54,16 @@ def prior_units(claims: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
     the atomic claims decomposed from priors (``claims``: ``doc_id, source_kind, text``), and the
     verified claims (``sources``: ``doc_id, source_kind, text``). (A sentence embedder reads only
     the first few hundred tokens of a long section, so "nearest prior" is taken unit by unit.)"""
+    return _prior_unit_rows(claims, sources, pl.col("text")).unique(maintain_order=True)
+
+
+def _prior_unit_rows(claims: pl.DataFrame, sources: pl.DataFrame, column: pl.Expr) -> pl.DataFrame:
+    """``doc_id`` and ``column`` of the rows that are prior units: claims decomposed from priors,
+    verified sources."""
     return pl.concat([
-        claims.filter(pl.col("source_kind") == "prior").select("doc_id", "text"),
-        sources.filter(pl.col("source_kind") == "verified").select("doc_id", "text"),
-    ]).unique(maintain_order=True)
+        claims.filter(pl.col("source_kind") == "prior").select("doc_id", column),
+        sources.filter(pl.col("source_kind") == "verified").select("doc_id", column),
+    ])
 
 
 def still_measured(stored: pl.DataFrame, claims: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
@@ -69,10 +75,7 @@ def still_measured(stored: pl.DataFrame, claims: pl.DataFrame, sources: pl.DataF
     give. None hold when the rows carry no ``round``, nor for a document with a unit of unknown round."""
     if "round" not in claims.columns or "round" not in sources.columns:
         return stored.head(0)
-    units = pl.concat([
-        claims.filter(pl.col("source_kind") == "prior").select("doc_id", pl.col("round").cast(pl.Int64)),
-        sources.filter(pl.col("source_kind") == "verified").select("doc_id", pl.col("round").cast(pl.Int64)),
-    ])
+    units = _prior_unit_rows(claims, sources, pl.col("round").cast(pl.Int64))
     newest = units.group_by("doc_id").agg(prior_round=pl.col("round").max(), unknown=pl.col("round").is_null().any())
     return (
         stored.join(newest, on="doc_id", how="left")
