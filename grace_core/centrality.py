@@ -243,17 +243,6 @@ def closeness_and_novelty(node_offsets, edge_offsets, src, dst, cost, is_source,
                               np.ascontiguousarray(is_source, np.bool_), np.ascontiguousarray(is_prior, np.bool_))
 
 
-def load_compiled() -> None:
-    """Import numba and graph-tool, load the compiled closeness kernel from numba's disk cache
-    (compiling it when the cache has none) and make graph-tool's first betweenness call, which
-    is what the first scoring call would do first: ≈ 0.35 s of a command's start-up that a
-    caller can run on a thread while it reads its input (``grace score``)."""
-    empty = np.zeros(0)
-    closeness_and_novelty(np.zeros(1), np.zeros(1), empty, empty, empty, empty, empty)
-    path = np.array([0, 1]), np.array([1, 2]), np.ones(2)  # a three-vertex path: one vertex between two
-    subgraph_betweenness(np.array([0, 3]), np.array([0, 2]), *path, np.ones(3, bool))
-
-
 def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np.ndarray:
     r"""Weighted shortest-path betweenness inside each document's subgraph induced by the
     vertices ``keep``:

@@ -2,7 +2,8 @@
 
 An edge table has one row per judgement: ``doc_id, source_id, source_kind, claim_id, label``
 with ``source_kind ∈ {prior, verified, response}`` and ``label ∈ {entails, contradicts}``.
-Only ``entails`` rows become graph edges; ``contradicts`` rows from priors only retype edges.
+Only ``entails`` rows become graph edges; ``contradicts`` rows only retype edges and decide
+statuses (the graphs and their edge types: :func:`grace_core.graph.build_graphs`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import polars as pl
 
 from grace_core.errors import InvalidEdgeTable
-from grace_core.graph import pair_key
-from grace_core.params import ScoringParams
 
 EDGE_COLUMNS = ("doc_id", "source_id", "source_kind", "claim_id", "label")
 SOURCE_KINDS = ("prior", "verified", "response")
@@ -61,57 +60,3 @@ def validate_edges(edges: pl.DataFrame, origin: str = "edge table", rows: pl.Ser
             f"{origin}: row {hit[0] if hit else '?'}: field 'claim_id': id {node!r} is used both as a source and as a claim in document {doc!r}"
         )
     return df
-
-
-def claim_flags(edges: pl.DataFrame, rejected: pl.DataFrame | None = None, claims: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per (doc_id, claim_id) of ``edges`` and ``claims`` with the facts the status rule needs:
-
-    - ``in_prior``: some prior (document passage or verified claim) entails the claim (c ∈ C_P);
-    - ``contradicted``: some prior contradicts it;
-    - ``response_contradicted``: some sampled response contradicts it (the low-closeness
-      refutation of DESIGN §3 needs it);
-    - ``rejected``: reviewers rejected it (``rejected`` lists ``doc_id, claim_id``).
-    """
-    key = {c: edges.schema[c] for c in ("doc_id", "claim_id")}  # text, or categorical for faster joins (score_edges)
-    is_prior = pl.col("source_kind").is_in(PRIOR_KINDS)
-    flags = edges.group_by("doc_id", "claim_id").agg(
-        in_prior=(is_prior & (pl.col("label") == "entails")).any(),
-        contradicted=(is_prior & (pl.col("label") == "contradicts")).any(),
-        response_contradicted=((pl.col("source_kind") == "response") & (pl.col("label") == "contradicts")).any(),
-    )
-    if claims is not None:
-        keys = claims.select(pl.col("doc_id").cast(key["doc_id"]), pl.col("claim_id").cast(key["claim_id"])).unique()
-        flags = flags.join(keys, on=["doc_id", "claim_id"], how="full", coalesce=True)
-    rej = pl.DataFrame(schema=key)
-    if rejected is not None:
-        rej = rejected.select(pl.col("doc_id").cast(key["doc_id"]), pl.col("claim_id").cast(key["claim_id"])).unique()
-    return flags.join(rej.with_columns(rejected=pl.lit(True)), on=["doc_id", "claim_id"], how="left").with_columns(
-        pl.col("in_prior", "contradicted", "response_contradicted", "rejected").fill_null(False)
-    )
-
-
-def type_edges(edges: pl.DataFrame, flags: pl.DataFrame, params: ScoringParams) -> pl.DataFrame:
-    """The graph edges: the ``entails`` rows, each with ``edge_type`` and ``weight``.
-
-    First rule that holds (DESIGN §1): a prior source → ``anchor``; a response to a claim that a
-    prior contradicts and none entails, or that reviewers rejected → ``contra``; a response to a
-    claim some prior entails → ``agree``; otherwise ``neutral``. Traversal cost is ``1 / weight``.
-    A pair judged twice keeps both rows here; the graph has one edge per pair
-    (:func:`grace_core.graph.index_documents`).
-    """
-    key = pair_key("doc_id", "claim_id")  # one integer join key, not two columns
-    ent = (edges.filter(pl.col("label") == "entails").with_columns(_key=key)
-           .join(flags.select(key.alias("_key"), "in_prior", "contradicted", "rejected"), on="_key", how="left"))
-    etype = (
-        pl.when(pl.col("source_kind").is_in(PRIOR_KINDS))
-        .then(pl.lit("anchor"))
-        .when(pl.col("rejected") | (pl.col("contradicted") & ~pl.col("in_prior")))
-        .then(pl.lit("contra"))
-        .when(pl.col("in_prior"))
-        .then(pl.lit("agree"))
-        .otherwise(pl.lit("neutral"))
-    )
-    weights = {"anchor": params.w_anchor, "agree": params.w_agree, "neutral": params.w_neutral, "contra": params.w_contra}
-    return ent.select("doc_id", "source_id", "source_kind", "claim_id", etype.alias("edge_type")).with_columns(
-        weight=pl.col("edge_type").replace_strict(weights, return_dtype=pl.Float64)
-    )

@@ -1,90 +1,272 @@
-"""Claim graphs: vectorised node indexing over a whole edge table, documents kept apart by
-offsets (DESIGN §1). Never one graph for many documents: exact closeness grows with N²."""
+"""Claim graphs (DESIGN §1): the vertices, typed edges and claim facts of many documents,
+built from an edge table by one compiled pass, documents kept apart by offsets. Never one
+graph for many documents: exact closeness grows with N².
+
+Ids are text in the tables and integers here: every document id and every node id is
+replaced by its rank in the sorted distinct values, so a document's vertices can be ordered
+by id, and looked up, with integer arrays. Why numba (already needed by
+:mod:`grace_core.centrality`): the per-document work (distinct ids, a sort of a few hundred
+integers, one pass over the rows) costs microseconds compiled, and was most of a scoring's
+time as joins, group-bys and sorts of the whole table.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import polars as pl
+from numba import njit
+
+from grace_core.edges import EDGE_TYPES, LABELS, PRIOR_KINDS, SOURCE_KINDS
+from grace_core.params import ScoringParams
+
+CLAIM = len(SOURCE_KINDS)  # the kind code of a claim vertex; sources are coded by SOURCE_KINDS
+PRIOR_KIND_CODES = len(PRIOR_KINDS)  # kind codes below this are priors (SOURCE_KINDS starts with PRIOR_KINDS)
+ANCHOR, AGREE, NEUTRAL, CONTRA = range(len(EDGE_TYPES))
+ENTAILS = LABELS.index("entails")
 
 
 @dataclass(frozen=True)
-class IndexedTables:
-    """Nodes and edges of many documents, sorted by document, with per-document vertex indices.
+class ClaimGraphs:
+    """Vertices and edges of many documents in document order.
 
-    ``nodes`` has ``doc_id, node_id, kind, vertex`` (kind: a source kind or ``claim``), sources
-    first within each document; ``edges`` has ``src, dst, cost`` as per-document vertex indices.
+    Document ``d`` has the vertices ``node_offsets[d]:node_offsets[d+1]`` (its sources, then its
+    claims, each in id order) and the edges ``edge_offsets[d]:edge_offsets[d+1]``, whose ``src``
+    and ``dst`` are vertex indices within the document, in ``(src, dst)`` order. Per vertex:
+    ``kind`` (a :data:`~grace_core.edges.SOURCE_KINDS` index, or :data:`CLAIM`), ``node`` (its
+    id's index in ``node_ids``) and the claim facts of :func:`build_graphs` (false on sources).
+    Per edge: ``edge_type`` (an :data:`~grace_core.edges.EDGE_TYPES` index) and ``cost``.
     """
 
-    nodes: pl.DataFrame
-    edges: pl.DataFrame
-    doc_ids: list[str]
+    doc_ids: pl.Series
+    node_ids: pl.Series
     node_offsets: np.ndarray
     edge_offsets: np.ndarray
+    kind: np.ndarray
+    node: np.ndarray
+    in_prior: np.ndarray
+    contradicted: np.ndarray
+    response_contradicted: np.ndarray
+    rejected: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    edge_type: np.ndarray
+    cost: np.ndarray
 
-    def documents(self) -> Iterator[tuple[int, slice, slice]]:
-        """Yield ``(doc_index, node_slice, edge_slice)`` for each document in order."""
-        for i in range(len(self.doc_ids)):
-            yield (
-                i,
-                slice(int(self.node_offsets[i]), int(self.node_offsets[i + 1])),
-                slice(int(self.edge_offsets[i]), int(self.edge_offsets[i + 1])),
-            )
+    @property
+    def doc(self) -> np.ndarray:
+        """The document index of every vertex."""
+        return np.repeat(np.arange(len(self.doc_ids)), np.diff(self.node_offsets))
 
 
-def pair_key(doc: str, node: str) -> pl.Expr:
-    """One 64-bit join key for a (document, node) pair: the two ids' categorical codes side by side."""
-    code = [pl.col(c).cast(pl.Categorical).to_physical().cast(pl.UInt64) for c in (doc, node)]
-    return code[0] * (1 << 32) + code[1]
+def build_graphs(
+    edges: pl.DataFrame,
+    params: ScoringParams,
+    *,
+    rejected: pl.DataFrame | None = None,
+    claims: pl.DataFrame | None = None,
+    sources: pl.DataFrame | None = None,
+) -> ClaimGraphs:
+    """The claim graph of every document of a validated edge table
+    (:func:`grace_core.edges.validate_edges`).
 
+    Vertices: every source and claim of ``edges``, plus ``claims`` (``doc_id, claim_id``) and
+    ``sources`` (``doc_id, source_id, source_kind``) that have no judgement rows. A source's kind
+    is that of its first row. ``rejected`` (``doc_id, claim_id``) lists claims reviewers
+    rejected; ids it names that are not claims of their document are ignored.
 
-def index_documents(sources: pl.DataFrame, claims: pl.DataFrame, typed_edges: pl.DataFrame) -> IndexedTables:
-    """Map ids to per-document vertex indices with joins, not a per-edge Python loop.
+    Claim facts, from all rows (the status rule needs them, DESIGN §3):
 
-    ``sources``: ``doc_id, source_id, source_kind``; ``claims``: ``doc_id, claim_id`` (plus any
-    extra claim columns, kept on the claim rows); ``typed_edges``: ``doc_id, source_id,
-    claim_id, weight``; ids may be text or categorical. Every source and claim listed is a
-    vertex, with or without edges; the same (source, claim) pair listed twice is one edge.
-    Documents are numbered in ``doc_id`` order; within a document, vertices follow ``node_id``
-    and edges ``(src, dst)``, so the result does not depend on the row order. Joins, unique and
-    sorts run on single integer keys (multi-column keys of text were most of the work).
+    - ``in_prior``: some prior (document passage or verified claim) entails the claim (c ∈ C_P);
+    - ``contradicted``: some prior contradicts it;
+    - ``response_contradicted``: some sampled response contradicts it;
+    - ``rejected``: reviewers rejected it.
+
+    Edges: one per (source, claim) pair with an ``entails`` row (the first such row), typed by
+    the first rule that holds (DESIGN §1): a prior source → ``anchor``; a response to a claim
+    that reviewers rejected, or that a prior contradicts and none entails → ``contra``; a
+    response to a claim some prior entails → ``agree``; otherwise ``neutral``. Its traversal
+    cost is ``1 / weight`` of its type. The result does not depend on the order of the rows,
+    except for a source listed with two kinds.
     """
-    src_nodes = sources.select("doc_id", pl.col("source_id").alias("node_id"), pl.col("source_kind").alias("kind"))
-    claim_nodes = claims.rename({"claim_id": "node_id"}).with_columns(kind=pl.lit("claim"))
-    nodes = pl.concat([src_nodes.with_columns(_key=pair_key("doc_id", "node_id")).unique("_key", keep="first"),
-                       claim_nodes.with_columns(_key=pair_key("doc_id", "node_id")).unique("_key", keep="first")], how="diagonal")
-    docs = nodes.select("doc_id").unique().sort(pl.col("doc_id").cast(pl.Utf8)).with_row_index("doc")
-    nodes = (
-        nodes.join(docs, on="doc_id")
-        .with_columns(_is_claim=pl.col("kind") == "claim")
-        .sort(["doc", "_is_claim", pl.col("node_id").cast(pl.Utf8)])
-        .drop("_is_claim")
-    )
-    doc_ids = docs["doc_id"].cast(pl.Utf8).to_list()
-    node_counts = np.bincount(nodes["doc"].to_numpy(), minlength=len(doc_ids))
-    node_offsets = np.concatenate([[0], np.cumsum(node_counts)])
-    nodes = nodes.with_columns(vertex=pl.Series(np.arange(nodes.height) - np.repeat(node_offsets[:-1], node_counts), dtype=pl.Int64))
-    keys = nodes.select("_key", "doc", "vertex")
-    joined = (
-        typed_edges.select(_src=pair_key("doc_id", "source_id"), _dst=pair_key("doc_id", "claim_id"), cost=1.0 / pl.col("weight"))
-        .join(keys.rename({"_key": "_src", "vertex": "src"}), on="_src")
-        .join(keys.select(pl.col("_key").alias("_dst"), pl.col("vertex").alias("dst")), on="_dst")
-    )
-    doc, src, dst = (joined[c].to_numpy().astype(np.int64) for c in ("doc", "src", "dst"))
-    width = int(node_counts.max()) + 1 if len(node_counts) else 1
-    if len(doc_ids) * width * width < 2**62:
-        pair = (doc * width + src) * width + dst
-        order = np.argsort(pair, kind="stable")
-        pair = pair[order]
-        first = np.ones(len(pair), bool)
-        first[1:] = pair[1:] != pair[:-1]
-    else:  # documents too large for one 63-bit key
-        order = np.lexsort((dst, src, doc))
-        first = np.ones(len(order), bool)
-        first[1:] = np.any(np.diff(np.stack([doc[order], src[order], dst[order]]), axis=1) != 0, axis=0)
-    keep = order[first]
-    edges = pl.DataFrame({"doc": doc[keep], "src": src[keep], "dst": dst[keep], "cost": joined["cost"].to_numpy()[keep]})
-    edge_offsets = np.concatenate([[0], np.cumsum(np.bincount(doc[keep], minlength=len(doc_ids)))])
-    return IndexedTables(nodes.drop("doc", "_key"), edges, doc_ids, node_offsets, edge_offsets)
+    extra_sources = sources if sources is not None else pl.DataFrame(schema={"doc_id": pl.Utf8, "source_id": pl.Utf8, "source_kind": pl.Utf8})
+    extra_claims = claims if claims is not None else pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})
+    rejects = rejected if rejected is not None else pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})
+    tables = (edges, extra_sources, extra_claims, rejects)
+    docs, doc_ids = _ranks([t["doc_id"] for t in tables])
+    nodes, node_ids = _ranks([edges["source_id"], edges["claim_id"], extra_sources["source_id"], extra_claims["claim_id"], rejects["claim_id"]])
+    kind = [t["source_kind"].cast(pl.Utf8).cast(pl.Enum(SOURCE_KINDS)).to_physical().to_numpy().astype(np.int8) for t in (edges, extra_sources)]
+    label = edges["label"].cast(pl.Enum(LABELS)).to_physical().to_numpy().astype(np.int8)
+    weight = np.array([params.w_anchor, params.w_agree, params.w_neutral, params.w_contra])
+    built = _build(len(doc_ids), len(node_ids), docs[0], nodes[0], nodes[1], kind[0], label,
+                   docs[1], nodes[2], kind[1], docs[2], nodes[3], docs[3], nodes[4], weight)
+    return ClaimGraphs(doc_ids, node_ids, *built)
+
+
+def _ranks(columns: list[pl.Series]) -> tuple[list[np.ndarray], pl.Series]:
+    """Each value's index in the sorted distinct values of all ``columns`` (one scale for all),
+    per column, and those sorted values. Distinct values are found by hashing (a categorical
+    cast), so only they are sorted, not every row."""
+    values = pl.concat([c.cast(pl.Utf8) for c in columns])
+    if values.len() == 0:
+        return [np.zeros(0, np.int64) for _ in columns], values
+    codes = values.cast(pl.Categorical).to_physical().to_numpy()
+    first = _first_rows(codes, int(codes.max()) + 1)
+    used = np.flatnonzero(first >= 0)
+    distinct = values.gather(first[used])
+    order = distinct.arg_sort().to_numpy()
+    rank = np.empty(len(first), np.int64)
+    rank[used[order]] = np.arange(len(used))
+    ranked = rank[codes]
+    bounds = np.cumsum([0] + [c.len() for c in columns])
+    return [ranked[a:b] for a, b in zip(bounds[:-1], bounds[1:])], distinct.gather(order)
+
+
+@njit(cache=True)
+def _first_rows(codes, n):
+    """The first row of each code in ``0..n-1`` (-1 for a code no row has)."""
+    first = np.full(n, -1, np.int64)
+    for i in range(len(codes) - 1, -1, -1):
+        first[codes[i]] = i
+    return first
+
+
+@njit(cache=True)
+def _by_doc(doc, n_docs):
+    """Rows grouped by document, in row order within a document (a counting sort): offsets
+    (``n_docs + 1``) and row numbers."""
+    offsets = np.zeros(n_docs + 1, np.int64)
+    for d in doc:
+        offsets[d + 1] += 1
+    for d in range(n_docs):
+        offsets[d + 1] += offsets[d]
+    fill = offsets[:-1].copy()
+    rows = np.empty(len(doc), np.int64)
+    for i in range(len(doc)):
+        rows[fill[doc[i]]] = i
+        fill[doc[i]] += 1
+    return offsets, rows
+
+
+@njit(cache=True)
+def _build(n_docs, n_nodes, e_doc, e_src, e_dst, e_kind, e_label, s_doc, s_node, s_kind, c_doc, c_node, r_doc, r_node, weight):
+    eo, er = _by_doc(e_doc, n_docs)
+    so, sr = _by_doc(s_doc, n_docs)
+    co, cr = _by_doc(c_doc, n_docs)
+    ro, rr = _by_doc(r_doc, n_docs)
+    width = 1
+    for d in range(n_docs):
+        width = max(width, 2 * (eo[d + 1] - eo[d]) + so[d + 1] - so[d] + co[d + 1] - co[d])
+    cap = 2 * len(e_doc) + len(s_doc) + len(c_doc)
+    node_offsets = np.zeros(n_docs + 1, np.int64)
+    edge_offsets = np.zeros(n_docs + 1, np.int64)
+    kind = np.empty(cap, np.int8)
+    node = np.empty(cap, np.int64)
+    in_prior = np.zeros(cap, np.bool_)
+    contradicted = np.zeros(cap, np.bool_)
+    disputed = np.zeros(cap, np.bool_)
+    rejected = np.zeros(cap, np.bool_)
+    src = np.empty(len(e_doc), np.int64)
+    dst = np.empty(len(e_doc), np.int64)
+    etype = np.empty(len(e_doc), np.int8)
+    cost = np.empty(len(e_doc))
+    source_at = np.full(n_nodes, -1, np.int64)  # a node's source vertex in the current document
+    claim_at = np.full(n_nodes, -1, np.int64)  # a node's claim vertex in the current document
+    seen = np.empty(width, np.int64)
+    seen_kind = np.empty(width, np.int8)
+    pair = np.empty(width, np.int64)
+    pair_row = np.empty(width, np.int64)
+    v0 = 0
+    m = 0
+    for d in range(n_docs):
+        ns = 0  # sources: distinct, first kind, then numbered in id order
+        for i in range(eo[d], eo[d + 1]):
+            r = er[i]
+            if source_at[e_src[r]] < 0:
+                source_at[e_src[r]] = ns
+                seen[ns] = e_src[r]
+                seen_kind[ns] = e_kind[r]
+                ns += 1
+        for i in range(so[d], so[d + 1]):
+            r = sr[i]
+            if source_at[s_node[r]] < 0:
+                source_at[s_node[r]] = ns
+                seen[ns] = s_node[r]
+                seen_kind[ns] = s_kind[r]
+                ns += 1
+        order = np.argsort(seen[:ns])
+        for j in range(ns):
+            node[v0 + j] = seen[order[j]]
+            kind[v0 + j] = seen_kind[order[j]]
+            source_at[node[v0 + j]] = j
+        nc = 0  # claims
+        for i in range(eo[d], eo[d + 1]):
+            r = er[i]
+            if claim_at[e_dst[r]] < 0:
+                claim_at[e_dst[r]] = nc
+                seen[nc] = e_dst[r]
+                nc += 1
+        for i in range(co[d], co[d + 1]):
+            r = cr[i]
+            if claim_at[c_node[r]] < 0:
+                claim_at[c_node[r]] = nc
+                seen[nc] = c_node[r]
+                nc += 1
+        order = np.argsort(seen[:nc])
+        for j in range(nc):
+            node[v0 + ns + j] = seen[order[j]]
+            kind[v0 + ns + j] = CLAIM
+            claim_at[node[v0 + ns + j]] = ns + j
+        for i in range(eo[d], eo[d + 1]):  # claim facts
+            r = er[i]
+            v = v0 + claim_at[e_dst[r]]
+            prior = e_kind[r] < PRIOR_KIND_CODES
+            if e_label[r] == ENTAILS:
+                in_prior[v] |= prior
+            elif prior:
+                contradicted[v] = True
+            else:
+                disputed[v] = True
+        for i in range(ro[d], ro[d + 1]):
+            c = claim_at[r_node[rr[i]]]
+            if c >= 0:
+                rejected[v0 + c] = True
+        k = 0  # edges: the first entails row of each (source, claim) pair
+        for i in range(eo[d], eo[d + 1]):
+            r = er[i]
+            if e_label[r] == ENTAILS:
+                pair[k] = source_at[e_src[r]] * (nc + ns) + claim_at[e_dst[r]]
+                pair_row[k] = r
+                k += 1
+        order = np.argsort(pair[:k], kind="mergesort")
+        last = -1
+        for j in range(k):
+            if pair[order[j]] == last:
+                continue
+            last = pair[order[j]]
+            r = pair_row[order[j]]
+            c = claim_at[e_dst[r]]
+            v = v0 + c
+            if e_kind[r] < PRIOR_KIND_CODES:
+                t = ANCHOR
+            elif rejected[v] or (contradicted[v] and not in_prior[v]):
+                t = CONTRA
+            elif in_prior[v]:
+                t = AGREE
+            else:
+                t = NEUTRAL
+            src[m] = source_at[e_src[r]]
+            dst[m] = c
+            etype[m] = t
+            cost[m] = 1.0 / weight[t]
+            m += 1
+        for j in range(v0, v0 + ns):
+            source_at[node[j]] = -1
+        for j in range(v0 + ns, v0 + ns + nc):
+            claim_at[node[j]] = -1
+        v0 += ns + nc
+        node_offsets[d + 1] = v0
+        edge_offsets[d + 1] = m
+    return (node_offsets, edge_offsets, kind[:v0], node[:v0], in_prior[:v0], contradicted[:v0], disputed[:v0], rejected[:v0],
+            src[:m], dst[:m], etype[:m], cost[:m])

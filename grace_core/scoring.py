@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from grace_core.edges import LABELS, PRIOR_KINDS, SOURCE_KINDS, claim_flags, type_edges
-from grace_core.graph import index_documents
+from grace_core.edges import SOURCE_KINDS
 from grace_core.params import ScoringParams
 from grace_core.priority import confidence, max_scaled_over_doc, minmax_over_doc, priority
 from grace_core.status import BOUNDARY, claim_status
@@ -34,41 +33,26 @@ def score_edges(
     ``betweenness``, its normalisation, ``novelty_norm`` and ``priority`` are null for claims
     that are not boundary.
     """
-    from grace_core.centrality import closeness_and_novelty, subgraph_betweenness  # numba and graph-tool: imported on first use (grace_core.centrality.load_compiled)
+    from grace_core.centrality import closeness_and_novelty, subgraph_betweenness  # numba and graph-tool: imported on first use (load_compiled)
+    from grace_core.graph import CLAIM, PRIOR_KIND_CODES, build_graphs
 
-    ids = [pl.col(c).cast(pl.Categorical) for c in ("doc_id", "source_id", "claim_id")]  # ids joined as integers, not text
-    kinds = [pl.col("source_kind").cast(pl.Enum(SOURCE_KINDS)), pl.col("label").cast(pl.Enum(LABELS))]  # compared as integers, not text
-    edges = edges.with_columns(*ids, *kinds)
-    flags = claim_flags(edges, rejected, claims)
-    typed = type_edges(edges, flags, params)
-    src_keys = edges.select("doc_id", "source_id", pl.col("source_kind").cast(pl.Utf8))
-    if sources is not None:
-        src_keys = pl.concat([src_keys, sources.select(ids[0], ids[1], pl.col("source_kind").cast(pl.Utf8))])
-    idx = index_documents(src_keys, flags, typed)
-
-    nodes = idx.nodes
-    kind = nodes["kind"].to_numpy()
-    is_claim = kind == "claim"
-    is_response = kind == "response"
-    in_prior, contradicted, disputed, rejected_arr = (
-        nodes[c].fill_null(False).to_numpy() for c in ("in_prior", "contradicted", "response_contradicted", "rejected")
-    )
-    graph = (idx.node_offsets, idx.edge_offsets, *(idx.edges[c].to_numpy() for c in ("src", "dst", "cost")))
-    cc_all, nov_all = closeness_and_novelty(*graph, ~is_claim, np.isin(kind, PRIOR_KINDS))
-    status_all = np.full(nodes.height, "", dtype="<U8")
-    for _, ns, _ in idx.documents():
-        claim = np.flatnonzero(is_claim[ns]) + ns.start
-        status_all[claim] = claim_status(cc_all[claim], in_prior[claim], contradicted[claim], rejected_arr[claim],
-                                         params.delta_refute, disputed[claim])
-    keep = is_response | (status_all == BOUNDARY)
+    g = build_graphs(edges, params, rejected=rejected, claims=claims, sources=sources)
+    is_claim = g.kind == CLAIM
+    graph = (g.node_offsets, g.edge_offsets, g.src, g.dst, g.cost)
+    cc_all, nov_all = closeness_and_novelty(*graph, ~is_claim, g.kind < PRIOR_KIND_CODES)
+    status_all = np.full(len(g.kind), "", dtype="<U8")
+    for a, b in zip(g.node_offsets[:-1], g.node_offsets[1:]):
+        claim = np.flatnonzero(is_claim[a:b]) + a
+        status_all[claim] = claim_status(cc_all[claim], g.in_prior[claim], g.contradicted[claim], g.rejected[claim],
+                                         params.delta_refute, g.response_contradicted[claim])
+    keep = (g.kind == SOURCE_KINDS.index("response")) | (status_all == BOUNDARY)
     bt_all = np.where(keep, subgraph_betweenness(*graph, keep), np.nan)
 
-    scores = nodes.with_columns(
-        closeness=pl.Series(cc_all),
-        betweenness=pl.Series(bt_all, nan_to_null=True),
-        novelty=pl.Series(nov_all),
-        status=pl.Series(status_all),
-    ).filter(pl.col("kind") == "claim").rename({"node_id": "claim_id"})
+    scores = pl.DataFrame({  # doc_id: the document's index until the end (integers partition faster than text)
+        "doc_id": g.doc[is_claim], "claim_id": g.node[is_claim], "in_prior": g.in_prior[is_claim],
+        "contradicted": g.contradicted[is_claim], "rejected": g.rejected[is_claim], "closeness": cc_all[is_claim],
+        "betweenness": pl.Series(bt_all[is_claim], nan_to_null=True), "novelty": nov_all[is_claim], "status": status_all[is_claim],
+    })
     boundary = pl.col("status") == BOUNDARY
     scores = scores.with_columns(
         pl.when(boundary).then(pl.col("betweenness")).alias("betweenness"),
@@ -76,5 +60,15 @@ def score_edges(
         betweenness_norm=max_scaled_over_doc("betweenness", boundary),
         novelty_norm=minmax_over_doc("novelty", boundary),
     ).with_columns(priority=priority(params), confidence=confidence(params))
-    ids = pl.col("doc_id", "claim_id").cast(pl.Utf8)
-    return scores.select(SCORE_COLUMNS).with_columns(ids)  # already in (doc_id, claim_id) order: see index_documents
+    return scores.select(SCORE_COLUMNS).with_columns(  # in (doc_id, claim_id) order: see ClaimGraphs
+        doc_id=g.doc_ids.gather(scores["doc_id"]), claim_id=g.node_ids.gather(scores["claim_id"]))
+
+
+def load_compiled() -> None:
+    """Import numba and graph-tool, load the compiled graph build and closeness kernel from
+    numba's disk cache (compiling them when the cache has none) and make graph-tool's first
+    betweenness call, by scoring a three-claim document: what the first scoring call would do
+    first, and a command can run on a thread while it reads its input (``grace score``)."""
+    rows = [("p", "prior", "a"), ("r", "response", "a"), ("r", "response", "b"), ("s", "response", "b"), ("s", "response", "c")]
+    score_edges(pl.DataFrame([{"doc_id": "d", "source_id": s, "source_kind": k, "claim_id": c, "label": "entails"} for s, k, c in rows]),
+                ScoringParams())

@@ -7,8 +7,9 @@ import math
 import polars as pl
 import pytest
 
-from grace_core.edges import claim_flags, type_edges, validate_edges
+from grace_core.edges import EDGE_TYPES, SOURCE_KINDS, validate_edges
 from grace_core.errors import InvalidEdgeTable, InvalidSettings
+from grace_core.graph import build_graphs
 from grace_core.params import ScoringParams
 from grace_core.scoring import score_edges
 
@@ -38,8 +39,9 @@ def test_edge_types_follow_the_first_rule_that_holds() -> None:
         ("r", "response", "f", "entails"),       # rejected by reviewers → contra
     ))
     rejected = pl.DataFrame({"doc_id": ["d"], "claim_id": ["f"]})
-    typed = type_edges(e, claim_flags(e, rejected), P)
-    got = {(r["source_id"], r["claim_id"]): (r["edge_type"], r["weight"]) for r in typed.iter_rows(named=True)}
+    g = build_graphs(e, P, rejected=rejected)
+    ids = g.node_ids.gather(g.node).to_list()
+    got = {(ids[s], ids[c]): (EDGE_TYPES[t], 1 / cost) for s, c, t, cost in zip(g.src, g.dst, g.edge_type, g.cost)}
     assert got == {
         ("p", "a"): ("anchor", 3.0), ("r", "a"): ("agree", 2.0), ("r", "b"): ("neutral", 1.0),
         ("r", "c"): ("contra", 0.25), ("v:x", "e"): ("anchor", 3.0), ("r", "e"): ("agree", 2.0),
@@ -128,6 +130,31 @@ def test_isolated_claims_from_an_extra_claims_table_are_vertices() -> None:
     assert s["lonely"]["closeness"] == 0.0 and s["lonely"]["status"] == "boundary"
     # N = 4 (p, r, a, lonely): a reaches p and r only: CC = (2/3)·(2/(1/3 + 1/2))
     assert s["a"]["closeness"] == pytest.approx((2 / 3) * (2 / (1 / 3 + 1 / 2)))
+
+
+def test_graphs_number_vertices_by_id_and_keep_one_edge_per_pair() -> None:
+    e = validate_edges(pl.DataFrame([
+        {"doc_id": d, "source_id": s, "source_kind": k, "claim_id": c, "label": lab} for d, s, k, c, lab in (
+            ("d2", "r", "response", "z", "entails"), ("d2", "r", "response", "z", "entails"),  # judged twice: one edge
+            ("d2", "p", "prior", "a", "entails"), ("d2", "r", "response", "a", "contradicts"),  # contradicts: no edge
+            ("d1", "q", "prior", "m", "entails"),
+        )
+    ]))
+    g = build_graphs(
+        e, P,
+        sources=pl.DataFrame({"doc_id": ["d1", "d2"], "source_id": ["v:m", "p"], "source_kind": ["verified", "response"]}),
+        claims=pl.DataFrame({"doc_id": ["d3"], "claim_id": ["alone"]}),
+        rejected=pl.DataFrame({"doc_id": ["d1", "d2"], "claim_id": ["z", "z"]}),  # z is no claim of d1
+    )
+    assert g.doc_ids.to_list() == ["d1", "d2", "d3"] and g.node_offsets.tolist() == [0, 3, 7, 8]
+    ids, kinds = g.node_ids.gather(g.node).to_list(), [(SOURCE_KINDS + ("claim",))[k] for k in g.kind]
+    # sources first, then claims, each in id order; a source keeps the kind of its first row
+    assert list(zip(ids, kinds)) == [("q", "prior"), ("v:m", "verified"), ("m", "claim"),
+                                     ("p", "prior"), ("r", "response"), ("a", "claim"), ("z", "claim"), ("alone", "claim")]
+    assert g.rejected.tolist() == [False] * 6 + [True, False] and g.response_contradicted.tolist()[5] is True
+    edges_of = [[(ids[a + s], ids[a + t], EDGE_TYPES[y]) for s, t, y in zip(g.src[p:q], g.dst[p:q], g.edge_type[p:q])]
+                for a, p, q in zip(g.node_offsets, g.edge_offsets[:-1], g.edge_offsets[1:])]
+    assert edges_of == [[("q", "m", "anchor")], [("p", "a", "anchor"), ("r", "z", "contra")], []]
 
 
 @pytest.mark.parametrize(

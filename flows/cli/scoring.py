@@ -13,7 +13,7 @@ from flows.cli import app, lifelong_objects
 from flows.settings import GraceSettings, build_settings
 from grace_core.edges import validate_edges
 from grace_core.errors import InvalidEdgeTable
-from grace_core.scoring import score_edges
+from grace_core.scoring import load_compiled, score_edges
 from storage.table_files import TableFileError, document_chunks, parquet_chunk_writer
 
 ROWS_PER_CHUNK = 1_000_000  # edge rows scored at once (≈1,100 documents of 200 claims): peak memory stays under 1.5 GB
@@ -23,9 +23,7 @@ def _load_kernel() -> None:
     with lifelong_objects():
         import pyarrow.parquet  # noqa: F401  (for the writer: storage.table_files.parquet_chunk_writer)
 
-        from grace_core.centrality import load_compiled  # numba and graph-tool: imported here, on the loader thread
-
-        load_compiled()
+        load_compiled()  # numba and graph-tool: imported here, on the loader thread
 
 
 def score_file(edges_path: Path, out: Path, settings: GraceSettings, rows_per_chunk: int = ROWS_PER_CHUNK) -> tuple[pl.DataFrame, int]:
