@@ -243,6 +243,13 @@ def closeness_and_novelty(node_offsets, edge_offsets, src, dst, cost, is_source,
                               np.ascontiguousarray(is_source, np.bool_), np.ascontiguousarray(is_prior, np.bool_))
 
 
+BETWEENNESS_BATCH_VERTICES = 256
+"""Kept vertices of the consecutive documents whose subgraphs go to graph-tool in one call (a
+document starting before this many belongs to the call). graph-tool's call and graph cost
+≈ 0.2 ms each, more than its Brandes on a few dozen vertices, while its Brandes resets arrays
+of the whole graph per source: a few hundred vertices per call cost least (bench_scoring)."""
+
+
 def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np.ndarray:
     r"""Weighted shortest-path betweenness inside each document's subgraph induced by the
     vertices ``keep``:
@@ -253,7 +260,9 @@ def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np
 
     over unordered pairs ``{s, t}`` of the document's ``n`` kept vertices, with ``σ_st`` the
     number of cheapest paths (cost ``1/w``) and ``σ_st(v)`` those through ``v``; computed by
-    graph-tool's ``betweenness`` (Brandes) on each document's kept subgraph.
+    graph-tool's ``betweenness`` (Brandes) on the documents' kept subgraphs, a few side by side
+    per call (:data:`BETWEENNESS_BATCH_VERTICES`): no path joins two documents, so each
+    document's sums are those of its subgraph alone, and pairs from two documents add nothing.
 
     Normalisation: as networkx's ``betweenness_centrality(normalized=True)`` for undirected
     graphs (no normalisation when ``n ≤ 2``, where every value is 0).
@@ -269,19 +278,27 @@ def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np
     node_offsets, edge_offsets, src, dst, cost = _flat(node_offsets, edge_offsets, src, dst, cost)
     keep = np.asarray(keep, dtype=bool)
     out = np.zeros(int(node_offsets[-1]))
-    for d in range(len(node_offsets) - 1):
-        a, b = node_offsets[d], node_offsets[d + 1]
-        kept = keep[a:b]
-        n = int(kept.sum())
-        if n <= 2:
+    kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept vertices before each vertex: a kept vertex's label
+    vertex_of = np.flatnonzero(keep)  # the vertex of each label
+    first = kept_before[node_offsets]  # each document's first label
+    n = np.diff(first).astype(float)  # kept vertices per document
+    with np.errstate(divide="ignore"):
+        scale = np.repeat(np.where(n > 2, 2.0 / ((n - 1.0) * (n - 2.0)), 0.0), np.diff(first))
+    doc_of_edge = np.repeat(np.arange(len(n)), np.diff(edge_offsets))
+    s, t = src + node_offsets[doc_of_edge], dst + node_offsets[doc_of_edge]
+    inside = keep[s] & keep[t]
+    s, t, c = kept_before[s[inside]], kept_before[t[inside]], cost[inside]
+    edge_at = np.concatenate([[0], np.cumsum(inside)])[edge_offsets]  # each document's first kept edge
+    batch = first[:-1] // BETWEENNESS_BATCH_VERTICES
+    starts = np.flatnonzero(np.diff(batch, prepend=-1))
+    for a, b in zip(starts, np.append(starts[1:], len(n))):
+        lo, hi, e0, e1 = first[a], first[b], edge_at[a], edge_at[b]
+        if hi - lo <= 2:
             continue
-        s, t, c = src[edge_offsets[d]:edge_offsets[d + 1]], dst[edge_offsets[d]:edge_offsets[d + 1]], cost[edge_offsets[d]:edge_offsets[d + 1]]
-        inside = kept[s] & kept[t]
-        label = np.cumsum(kept) - 1  # kept vertices renumbered 0..n-1
         g = Graph(directed=False)
-        g.add_vertex(n)
+        g.add_vertex(int(hi - lo))
         weight = g.new_edge_property("double")
-        g.add_edge_list(np.column_stack([label[s[inside]], label[t[inside]], c[inside]]), eprops=[weight])
+        g.add_edge_list(np.column_stack([s[e0:e1] - lo, t[e0:e1] - lo, c[e0:e1]]), eprops=[weight])
         vb, _ = betweenness(g, weight=weight, norm=False)
-        out[a:b][kept] = vb.a * (2.0 / ((n - 1.0) * (n - 2.0)))
+        out[vertex_of[lo:hi]] = vb.a * scale[lo:hi]
     return out
