@@ -17,6 +17,8 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("POLARS_MAX_THREADS", "1")  # one thread: the target is per document on one thread
 
+import polars as pl  # noqa: E402
+
 from benchmarks.nx_reference import nx_score  # noqa: E402
 from benchmarks.synthetic import synthetic_edges  # noqa: E402
 from grace_core.edges import validate_edges  # noqa: E402
@@ -38,7 +40,7 @@ def main() -> None:
     scores = score_edges(edges, params)
     gt_ms, gt_cpu = ((time.perf_counter() - t0) * 1000 / args.docs, (time.process_time() - c0) * 1000 / args.docs)
 
-    nx_rows = edges.filter(edges["doc_id"].is_in(edges["doc_id"].unique().sort().head(args.nx_docs))).to_dicts()
+    nx_rows = edges.filter(pl.col("doc_id").is_in(edges["doc_id"].unique().sort().head(args.nx_docs).implode())).to_dicts()
     w = {"anchor": params.w_anchor, "agree": params.w_agree, "neutral": params.w_neutral, "contra": params.w_contra}
     t0, c0 = time.perf_counter(), time.process_time()
     nx_score(nx_rows, w)

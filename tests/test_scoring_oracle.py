@@ -127,3 +127,15 @@ def test_a_pair_judged_twice_is_one_edge() -> None:
     doubled = pl.concat([table, table.filter(pl.col("label") == "entails").head(25)])
     assert doubled.height > table.height
     assert assert_matches(doubled, ScoringParams()).equals(score_edges(validate_edges(table), ScoringParams()))
+
+
+@pytest.mark.parametrize("batch", [1, 7, 40])
+def test_betweenness_batches_of_any_size_match_networkx(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """graph-tool gets several documents' boundary subgraphs per call; batches that split anywhere
+    (a document larger than the batch, documents with two kept vertices or none) change nothing."""
+    import grace_core.centrality
+
+    monkeypatch.setattr(grace_core.centrality, "BETWEENNESS_BATCH_VERTICES", batch)
+    table = pl.concat([random_table(seed) for seed in (3, 8, 21, 34)] + [synthetic_edges(2, seed=4)])
+    assert table["doc_id"].n_unique() >= 6
+    assert_matches(table, ScoringParams())
