@@ -46,6 +46,10 @@ from storage.schemas import ROUND, TABLES, TableSpec
 TABLES_DIR = "tables"
 MAX_ATTEMPTS = 20  # tries of one Delta transaction that keeps meeting concurrent writers
 ROW_GROUP_ROWS = 4_096  # ≈ 4 documents' edges, 20 documents' claims or scores
+SMALL_FILE_ROWS = 20_000
+"""Files of at most this many rows are read by key in one Arrow scan together, not one call
+each: a call costs a few milliseconds (a lake gains small files every round), more than such a
+file's rows."""
 IS_IN_PRUNED = 50  # values up to which Arrow prunes files and row groups by statistics for an is_in filter (pyarrow 25: 50 does, 64 does not)
 _DESCRIPTION = re.compile(r"^grace table (?P<name>[a-z_]+), schema version (?P<version>\d+)$")
 
@@ -278,15 +282,20 @@ class TableWrite:
     rows: int
 
 
-def _file_ranges(dt: DeltaTable, column: str) -> dict[str, tuple[object, object]]:
-    """Each data file's ``column`` minimum and maximum as the Delta log's statistics record them
-    (files without statistics are absent)."""
+def _file_stats(dt: DeltaTable, column: str) -> tuple[dict[str, tuple[object, object]], dict[str, int]]:
+    """Each data file's ``column`` minimum and maximum, and its rows, as the Delta log's
+    statistics record them (files without statistics are absent)."""
     actions = pa.table(dt.get_add_actions(flatten=True))
+    paths = [unquote(p) for p in actions.column("path").to_pylist()]
     low, high = f"min.{column}", f"max.{column}"
+    rows = {}
+    if "num_records" in actions.column_names:
+        rows = {p: n for p, n in zip(paths, actions.column("num_records").to_pylist()) if n is not None}
     if low not in actions.column_names or high not in actions.column_names:
-        return {}
-    return {unquote(path): (lo, hi) for path, lo, hi in zip(actions.column("path").to_pylist(), actions.column(low).to_pylist(),
-                                                    actions.column(high).to_pylist()) if lo is not None and hi is not None}
+        return {}, rows
+    ranges = {p: (lo, hi) for p, lo, hi in zip(paths, actions.column(low).to_pylist(), actions.column(high).to_pylist())
+              if lo is not None and hi is not None}
+    return ranges, rows
 
 
 def snapshot_dataset(
@@ -298,7 +307,7 @@ def snapshot_dataset(
     milliseconds, where :meth:`DeltaTable.to_pyarrow_dataset` spends 0.05–0.5 s on a few hundred
     files (it turns every file's statistics into Arrow expressions in Python), once per read
     and twice per write. Fragment paths are the files' paths relative to the table (the keys of
-    :func:`_file_ranges`)."""
+    :func:`_file_stats`)."""
     actions = pa.table(dt.get_add_actions(flatten=True))
     paths = [unquote(p) for p in actions.column("path").to_pylist()]
     wanted = None if rounds is None else {int(r) for r in rounds}
@@ -326,12 +335,13 @@ def read_by_key(
     log, and it is read with the values of that range only: Arrow prunes row groups by their
     statistics for an ``is_in`` of up to :data:`IS_IN_PRUNED` values, so a larger set also
     carries its own bounds (with one ``is_in`` over many values Arrow opens every file and reads
-    every row group)."""
+    every row group). Small files (:data:`SMALL_FILE_ROWS`) that may hold some are read in one
+    scan together. The rows come in no particular order."""
     wanted = sorted(set(values))
     if not wanted:
         return dataset.schema.empty_table().select(columns)
-    ranges = _file_ranges(dt, column)
-    parts = []
+    ranges, rows = _file_stats(dt, column)
+    parts, small, small_values = [], [], set()
     for fragment in dataset.get_fragments():
         if fragment.path in ranges:
             lo, hi = ranges[fragment.path]
@@ -340,11 +350,24 @@ def read_by_key(
             inside = wanted
         if not inside:
             continue
-        where = ds.field(column).isin(inside)
-        if len(inside) > IS_IN_PRUNED:
-            where = where & (ds.field(column) >= inside[0]) & (ds.field(column) <= inside[-1])
-        parts.append(fragment.to_table(schema=dataset.schema, columns=columns, filter=where if filter is None else where & filter))
+        if rows.get(fragment.path, SMALL_FILE_ROWS + 1) <= SMALL_FILE_ROWS:
+            small.append(fragment)
+            small_values.update(inside)
+            continue
+        parts.append(fragment.to_table(schema=dataset.schema, columns=columns, filter=_key_filter(column, inside, filter)))
+    if small:
+        together = ds.FileSystemDataset(small, dataset.schema, dataset.format, dataset.filesystem)
+        parts.append(together.to_table(columns=columns, filter=_key_filter(column, sorted(small_values), filter)))
     return pa.concat_tables(parts) if parts else dataset.schema.empty_table().select(columns)
+
+
+def _key_filter(column: str, inside: list[object], filter: ds.Expression | None) -> ds.Expression:
+    """``column`` is one of ``inside`` (sorted), with its bounds beyond :data:`IS_IN_PRUNED`
+    values, and ``filter``."""
+    where = ds.field(column).isin(inside)
+    if len(inside) > IS_IN_PRUNED:
+        where = where & (ds.field(column) >= inside[0]) & (ds.field(column) <= inside[-1])
+    return where if filter is None else where & filter
 
 
 def _stored(dt: DeltaTable, store: Store, rel: str, spec: TableSpec, data: pa.Table) -> pl.DataFrame:

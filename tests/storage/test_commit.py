@@ -236,9 +236,12 @@ def test_a_lake_pickles_as_its_settings_and_reopens(lake: Lake) -> None:
     assert copy.read("claims").height == 4
 
 
-def test_a_read_by_document_opens_only_the_files_that_may_hold_them(lake: Lake) -> None:
+@pytest.mark.parametrize("small_file_rows", [0, delta_tables.SMALL_FILE_ROWS])
+def test_a_read_by_document_opens_only_the_files_that_may_hold_them(lake: Lake, small_file_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # five commits of 20 documents each (doc0-doc99, one file per commit), claims sorted by document;
-    # the files that cannot hold the documents asked for are deleted: a read by key never opens them
+    # the files that cannot hold the documents asked for are deleted: a read by key never opens them,
+    # whether files are read one by one (small_file_rows 0) or, being small, in one scan together
+    monkeypatch.setattr(delta_tables, "SMALL_FILE_ROWS", small_file_rows)
     everything = claims(100, 30, 1).with_columns(doc_id=pl.lit("doc") + pl.col("doc_id").str.slice(3).str.zfill(3))
     everything = everything.sample(fraction=1.0, shuffle=True, seed=1)
     for k in range(5):
