@@ -150,6 +150,31 @@ def _by_doc(doc, n_docs):
 
 
 @njit(cache=True)
+def _distinct(lo, hi, rows, ids, kinds, at, seen, seen_kind, n):
+    """Note the ids of ``rows[lo:hi]`` not yet seen in the document: ``at[id]`` is set, the id and
+    its row's kind go to position ``n`` of ``seen`` and ``seen_kind``; returns the new count."""
+    for i in range(lo, hi):
+        r = rows[i]
+        if at[ids[r]] < 0:
+            at[ids[r]] = n
+            seen[n] = ids[r]
+            seen_kind[n] = kinds[r]
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def _number(seen, seen_kind, n, at, node, kind, v0, first):
+    """Number the ``n`` ids seen in id order from vertex ``first`` of the document starting at
+    ``v0``: their ``node`` and ``kind``, and ``at[id]``, the vertex within the document."""
+    order = np.argsort(seen[:n])
+    for j in range(n):
+        node[v0 + first + j] = seen[order[j]]
+        kind[v0 + first + j] = seen_kind[order[j]]
+        at[node[v0 + first + j]] = first + j
+
+
+@njit(cache=True)
 def _build(n_docs, n_nodes, e_doc, e_src, e_dst, e_kind, e_label, s_doc, s_node, s_kind, c_doc, c_node, r_doc, r_node, weight):
     eo, er = _by_doc(e_doc, n_docs)
     so, sr = _by_doc(s_doc, n_docs)
@@ -175,49 +200,18 @@ def _build(n_docs, n_nodes, e_doc, e_src, e_dst, e_kind, e_label, s_doc, s_node,
     claim_at = np.full(n_nodes, -1, np.int64)  # a node's claim vertex in the current document
     seen = np.empty(width, np.int64)
     seen_kind = np.empty(width, np.int8)
+    claim_kind = np.full(max(len(e_doc), len(c_doc)), CLAIM, np.int8)  # the kind of every claim row
     pair = np.empty(width, np.int64)
     pair_row = np.empty(width, np.int64)
     v0 = 0
     m = 0
     for d in range(n_docs):
-        ns = 0  # sources: distinct, first kind, then numbered in id order
-        for i in range(eo[d], eo[d + 1]):
-            r = er[i]
-            if source_at[e_src[r]] < 0:
-                source_at[e_src[r]] = ns
-                seen[ns] = e_src[r]
-                seen_kind[ns] = e_kind[r]
-                ns += 1
-        for i in range(so[d], so[d + 1]):
-            r = sr[i]
-            if source_at[s_node[r]] < 0:
-                source_at[s_node[r]] = ns
-                seen[ns] = s_node[r]
-                seen_kind[ns] = s_kind[r]
-                ns += 1
-        order = np.argsort(seen[:ns])
-        for j in range(ns):
-            node[v0 + j] = seen[order[j]]
-            kind[v0 + j] = seen_kind[order[j]]
-            source_at[node[v0 + j]] = j
-        nc = 0  # claims
-        for i in range(eo[d], eo[d + 1]):
-            r = er[i]
-            if claim_at[e_dst[r]] < 0:
-                claim_at[e_dst[r]] = nc
-                seen[nc] = e_dst[r]
-                nc += 1
-        for i in range(co[d], co[d + 1]):
-            r = cr[i]
-            if claim_at[c_node[r]] < 0:
-                claim_at[c_node[r]] = nc
-                seen[nc] = c_node[r]
-                nc += 1
-        order = np.argsort(seen[:nc])
-        for j in range(nc):
-            node[v0 + ns + j] = seen[order[j]]
-            kind[v0 + ns + j] = CLAIM
-            claim_at[node[v0 + ns + j]] = ns + j
+        ns = _distinct(eo[d], eo[d + 1], er, e_src, e_kind, source_at, seen, seen_kind, 0)  # sources, with their first kind
+        ns = _distinct(so[d], so[d + 1], sr, s_node, s_kind, source_at, seen, seen_kind, ns)
+        _number(seen, seen_kind, ns, source_at, node, kind, v0, 0)
+        nc = _distinct(eo[d], eo[d + 1], er, e_dst, claim_kind, claim_at, seen, seen_kind, 0)  # claims
+        nc = _distinct(co[d], co[d + 1], cr, c_node, claim_kind, claim_at, seen, seen_kind, nc)
+        _number(seen, seen_kind, nc, claim_at, node, kind, v0, ns)
         for i in range(eo[d], eo[d + 1]):  # claim facts
             r = er[i]
             v = v0 + claim_at[e_dst[r]]
