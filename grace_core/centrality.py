@@ -243,11 +243,13 @@ def closeness_and_novelty(node_offsets, edge_offsets, src, dst, cost, is_source,
                               np.ascontiguousarray(is_source, np.bool_), np.ascontiguousarray(is_prior, np.bool_))
 
 
-BETWEENNESS_BATCH_VERTICES = 256
+BETWEENNESS_BATCH_VERTICES = 128
 """Kept vertices of the consecutive documents whose subgraphs go to graph-tool in one call (a
 document starting before this many belongs to the call). graph-tool's call and graph cost
 ≈ 0.2 ms each, more than its Brandes on a few dozen vertices, while its Brandes resets arrays
-of the whole graph per source: a few hundred vertices per call cost least (bench_scoring)."""
+of the whole graph per source: one to a few hundred vertices per call cost least
+(bench_scoring). A call on usual documents stays under graph-tool's OpenMP threshold (300
+vertices), so it runs on one thread and sums in one order."""
 
 
 def subgraph_betweenness(node_offsets, edge_offsets, src, dst, cost, keep) -> np.ndarray:
