@@ -35,7 +35,7 @@ from numba import njit
 _INF = np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _adjacency(n, src, dst, cost):
     """Undirected CSR adjacency (``indptr, neighbour, edge cost``) of one document."""
     indptr = np.zeros(n + 1, np.int64)
@@ -58,7 +58,7 @@ def _adjacency(n, src, dst, cost):
     return indptr, nbr, w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _push(hk, hv, size, key, v):
     i = size
     while i > 0:
@@ -73,7 +73,7 @@ def _push(hk, hv, size, key, v):
     return size + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pop(hk, hv, size):
     key = hk[0]
     v = hv[0]
@@ -97,7 +97,7 @@ def _pop(hk, hv, size):
     return key, v, size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dijkstra(indptr, nbr, w, sources, dist, done, hk, hv):
     """Distances from the nearest of ``sources`` into ``dist`` (``inf`` when unreachable)."""
     dist[:] = _INF
@@ -119,7 +119,7 @@ def _dijkstra(indptr, nbr, w, sources, dist, done, hk, hv):
                 size = _push(hk, hv, size, nd, u)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _document_closeness_novelty(n, src, dst, cost, is_source, is_prior, cc, nov):
     indptr, nbr, w = _adjacency(n, src, dst, cost)
     done = np.zeros(n, np.bool_)
@@ -184,7 +184,7 @@ def _document_closeness_novelty(n, src, dst, cost, is_source, is_prior, cc, nov)
         nov[v] = 0.0 if is_source[v] else (to_prior[v] if to_prior[v] < _INF else fill)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _closeness_novelty(node_offsets, edge_offsets, src, dst, cost, is_source, is_prior):
     cc = np.zeros(node_offsets[-1])
     nov = np.zeros(node_offsets[-1])

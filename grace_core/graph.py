@@ -123,7 +123,7 @@ def _ranks(columns: list[pl.Series]) -> tuple[list[np.ndarray], pl.Series]:
     return [ranked[a:b] for a, b in zip(bounds[:-1], bounds[1:])], distinct.gather(order)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_rows(codes, n):
     """The first row of each code in ``0..n-1`` (-1 for a code no row has)."""
     first = np.full(n, -1, np.int64)
@@ -132,7 +132,7 @@ def _first_rows(codes, n):
     return first
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _by_doc(doc, n_docs):
     """Rows grouped by document, in row order within a document (a counting sort): offsets
     (``n_docs + 1``) and row numbers."""
@@ -149,7 +149,7 @@ def _by_doc(doc, n_docs):
     return offsets, rows
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _distinct(lo, hi, rows, ids, kinds, at, seen, seen_kind, n):
     """Note the ids of ``rows[lo:hi]`` not yet seen in the document: ``at[id]`` is set, the id and
     its row's kind go to position ``n`` of ``seen`` and ``seen_kind``; returns the new count."""
@@ -163,7 +163,7 @@ def _distinct(lo, hi, rows, ids, kinds, at, seen, seen_kind, n):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _number(seen, seen_kind, n, at, node, kind, v0, first):
     """Number the ``n`` ids seen in id order from vertex ``first`` of the document starting at
     ``v0``: their ``node`` and ``kind``, and ``at[id]``, the vertex within the document."""
@@ -174,7 +174,7 @@ def _number(seen, seen_kind, n, at, node, kind, v0, first):
         at[node[v0 + first + j]] = first + j
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build(n_docs, n_nodes, e_doc, e_src, e_dst, e_kind, e_label, s_doc, s_node, s_kind, c_doc, c_node, r_doc, r_node, weight):
     eo, er = _by_doc(e_doc, n_docs)
     so, sr = _by_doc(s_doc, n_docs)
