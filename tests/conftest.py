@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # Prefect reads its home at import: every test run gets its own, never the user's ~/.prefect.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="grace-prefect-home-")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# The offline embedder runs float32 in every test, whatever the CPU: "auto" would pick bfloat16
+# where the CPU has it, and the labels tests assert would then depend on the CI machine (its
+# vectors differ by a cosine of ~5e-5). Settings built from the environment (flows, CLI,
+# subprocesses) read this; models built directly get it from `float32_embeddings` below.
+os.environ["GRACE_EMBED_PRECISION"] = "float32"
 
 import pytest
 
@@ -41,6 +47,16 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"full dev data not found at {SHARED_DATA} (only full-dataset checks need it)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session", autouse=True)
+def float32_embeddings() -> Iterator[None]:
+    """"auto" precision means float32 in this test process too (see above), from before any
+    fixture builds a model; bfloat16 tests ask for it by name, and the test of "auto" puts the
+    CPU's own answer back."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("grace_core.models.offline_embedder.native_bfloat16", lambda: False)
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

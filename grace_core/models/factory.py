@@ -17,7 +17,7 @@ from grace_core.models.cache import CallCache, MemoryCallCache, UsageStats
 from grace_core.models.config import OFFLINE, ModelConfig
 from grace_core.models.offline_answerer import OfflineAnswerer
 from grace_core.models.offline_decomposer import OfflineDecomposer
-from grace_core.models.offline_embedder import MODEL_PACKAGE, OfflineEmbedder
+from grace_core.models.offline_embedder import MODEL_PACKAGE, OfflineEmbedder, embed_precision
 from grace_core.models.offline_judge import OfflineJudge
 from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.offline_verifier import OfflineVerifier
@@ -84,9 +84,11 @@ def embeds_offline(config: ModelConfig) -> bool:
 def embedder_identity(config: ModelConfig) -> str:
     """Which embedder ``config``'s roles embed with, as stored beside what it measured (two
     embedders' distances are not comparable): the litellm embedding model, or the packaged
-    offline model with its package version."""
+    offline model with its package version, and its precision when not float32."""
     if embeds_offline(config):
-        return f"offline:{MODEL_PACKAGE}=={version(MODEL_PACKAGE.replace('_', '-'))}"
+        packaged = f"offline:{MODEL_PACKAGE}=={version(MODEL_PACKAGE.replace('_', '-'))}"
+        precision = embed_precision(config.embed_precision)
+        return packaged if precision == "float32" else f"{packaged}:{precision}"
     return f"litellm:{config.embedder_model}"
 
 

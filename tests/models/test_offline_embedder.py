@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from grace_core.models.config import ModelConfig
 from grace_core.models.offline_embedder import (
@@ -21,10 +22,14 @@ from grace_core.models.offline_embedder import (
     ForwardWorkers,
     OfflineEmbedder,
     _load_sentence_model,
+    embed_precision,
     forward_workers,
     load_sentence_model,
+    native_bfloat16,
     packaged_model_dir,
 )
+from grace_core.errors import ModelUnavailable
+from grace_core.models.factory import embedder_identity
 from grace_core.models.hashing import text_hash
 from grace_core.models.offline_support import source_units
 
@@ -38,27 +43,49 @@ def texts(qasper_papers: list[dict]) -> list[str]:
     return list(dict.fromkeys(units[:48] + [section, "Embeddings"]))
 
 
-def test_vectors_match_sentence_transformers_encode(texts: list[str]) -> None:
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_vectors_match_sentence_transformers_encode(texts: list[str], precision: str) -> None:
     from sentence_transformers import SentenceTransformer
 
     model = load_sentence_model(1)
-    assert len(model.tokenizer(texts[-2])["input_ids"]) > model.max_seq_length
-    embedder = OfflineEmbedder(threads=1)
+    assert len(model.tokenize(texts[-2:-1])[0]) == model.max_seq_length  # truncated, as sentence-transformers does
+    embedder = OfflineEmbedder(threads=1, precision=precision)  # bfloat16 runs emulated on a CPU without it, slower
+    assert embedder.precision == precision
     vecs = embedder.embed(texts)
-    assert embedder.encoded == len(texts)
+    assert embedder.encoded == len(texts) and vecs.dtype == np.float32
     reference = SentenceTransformer(str(packaged_model_dir()), device="cpu")
     assert reference.max_seq_length == model.max_seq_length
     ref = reference.encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
     assert float((vecs * ref).sum(axis=1).min()) >= 0.9999
-    np.testing.assert_allclose(vecs, ref, atol=1e-5)  # the same vectors, not merely close in angle
+    if precision == "float32":
+        np.testing.assert_allclose(vecs, ref, atol=1e-5)  # the same vectors, not merely close in angle
+    else:
+        assert float(np.abs(vecs - ref).max()) > 1e-5  # the passes did run in bfloat16
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 @pytest.mark.parametrize(("batch_size", "batch_tokens"), [(1, 512), (64, 64), (7, 10_000)])
-def test_batching_does_not_change_vectors(texts: list[str], batch_size: int, batch_tokens: int) -> None:
-    base = OfflineEmbedder(threads=1).embed(texts)
-    vecs = OfflineEmbedder(threads=1, batch_size=batch_size, batch_tokens=batch_tokens).embed(texts[::-1])[::-1]
-    assert float((vecs * base).sum(axis=1).min()) >= 0.9999
+def test_batching_does_not_change_vectors(texts: list[str], batch_size: int, batch_tokens: int, precision: str) -> None:
+    """No pass pads, so a text gets the same vector whatever it is batched with: in bfloat16
+    too, where padding moved vectors by up to 1e-3."""
+    base = OfflineEmbedder(threads=1, precision=precision).embed(texts)
+    vecs = OfflineEmbedder(threads=1, batch_size=batch_size, batch_tokens=batch_tokens, precision=precision).embed(texts[::-1])[::-1]
+    np.testing.assert_allclose(vecs, base, rtol=0, atol=1e-6)
+
+
+def test_auto_precision_is_bfloat16_where_the_cpu_has_it_and_stored_distances_name_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("grace_core.models.offline_embedder.native_bfloat16", native_bfloat16)  # this CPU's answer, not the suite's pin
+    auto = OfflineEmbedder(threads=1).precision
+    assert auto == ("bfloat16" if native_bfloat16() else "float32") == embed_precision("auto")
+    assert embed_precision("float32") == "float32" and embed_precision("bfloat16") == "bfloat16"
+    with pytest.raises(ModelUnavailable, match="embed_precision 'float16'"):
+        embed_precision("float16")
+    with pytest.raises(ValidationError, match="embed_precision"):
+        ModelConfig(embed_precision="float16")
+    by_precision = {p: embedder_identity(ModelConfig(embed_precision=p)) for p in ("float32", "bfloat16", "auto")}
+    assert by_precision["float32"].startswith("offline:") and by_precision["bfloat16"] == by_precision["float32"] + ":bfloat16"
+    assert by_precision["auto"] == by_precision[auto]  # distances measured in one precision are measured again in the other
 
 
 def test_a_process_shares_one_embedder_and_its_cache_per_configuration(texts: list[str]) -> None:
