@@ -324,7 +324,7 @@ def main() -> None:
 
     print(f"QASPER dev: {len(papers)} papers, {len(pairs)} pairs "
           f"({', '.join(f'{k}={int((kind == k).sum())}' for k in KINDS)}); "
-          f"fit on even papers, reported on odd papers\n")
+          f"fit on even papers, reported on odd papers; embedder passes in {embedder.precision}\n")
     print(f"judge_entail_similarity={ts}  judge_entail_overlap={to}  judge_contradict_similarity={tc}")
     print(f"verifier_confirm_similarity={vs}  verifier_confirm_overlap={vo}\n")
     print("| rule | negatives | precision | recall | F1 |\n|---|---|---|---|---|")

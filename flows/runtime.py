@@ -30,7 +30,7 @@ def roles_with_cache(settings: GraceSettings, lake: Lake, round_id: int) -> tupl
 
 
 def warm_embedder(settings: GraceSettings) -> threading.Thread | None:
-    """Start loading the process's offline embedder (≈ 5 s: torch and the model) on a thread
+    """Start loading the process's offline embedder (≈ 1.5 CPU s: torch and the model) on a thread
     when the round's chunk tasks run in this process (the thread runner) and embed offline, so
     the round's first stages and reads overlap the load; a task that needs the embedder meanwhile
     waits for this load instead of making its own (:func:`~grace_core.models.offline_embedder.load_sentence_model`).

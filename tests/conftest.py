@@ -12,10 +12,12 @@ from pathlib import Path
 # Prefect reads its home at import: every test run gets its own, never the user's ~/.prefect.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="grace-prefect-home-")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-# The offline embedder runs float32 in every test, whatever the CPU: "auto" would pick bfloat16
+# The offline embedder runs float32 in the tests, whatever the CPU: "auto" would pick bfloat16
 # where the CPU has it, and the labels tests assert would then depend on the CI machine (its
-# vectors differ by a cosine of ~5e-5). Settings built from the environment (flows, CLI,
-# subprocesses) read this; models built directly get it from `float32_embeddings` below.
+# vectors differ by a cosine of ~5e-5). Settings built from the environment (flows, CLI, and the
+# subprocesses that inherit it) read this; models built directly get it from `float32_embeddings`
+# below. (A few subprocesses start from a bare environment on purpose; they run "auto", and
+# assert nothing that depends on vector values.)
 os.environ["GRACE_EMBED_PRECISION"] = "float32"
 
 import pytest

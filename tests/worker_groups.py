@@ -1,7 +1,7 @@
 """Which tests share one pytest-xdist worker in the fast lane (``./dev test -m "not slow and not
 e2e"``, ``--dist loadgroup``).
 
-The tests that load the packaged offline models (torch, transformers) or talk to the
+The tests that load the packaged offline models (torch) or talk to the
 loopback litellm server run on one worker, so that only one process imports torch and litellm and
 loads the model; every other test is scheduled on its own, to whichever worker is free.
 

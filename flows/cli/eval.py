@@ -35,6 +35,7 @@ from flows.cli.lake import LAKE_HELP
 from flows.settings import GraceSettings, build_settings
 from grace_core.documents import DocumentBatch, content_id, parse_batch
 from grace_core.errors import GraceError
+from grace_core.models.factory import embedder_identity
 from flows.eval_reports import expansion_report_files, qa_report_files
 from flows.eval_workers import commit_calls, eval_roles, refuse_faulty, run_papers_in_workers
 from grace_core.evaluation.expansion import evaluate_expansion, expansion_papers, summarise
@@ -125,9 +126,11 @@ def core_fingerprint() -> str:
 
 
 def result_settings(settings: GraceSettings, **options: object) -> dict:
-    """Every setting that can change the figures, the command's own options, and the
-    fingerprint of the domain code."""
-    return {**settings.model_dump(mode="json", exclude=set(NOT_RESULTS)), **options, "grace_core": core_fingerprint()}
+    """Every setting that can change the figures, the command's own options, the embedder as
+    resolved on this machine (``embed_precision`` "auto" is bfloat16 on some CPUs, float32 on
+    others) and the fingerprint of the domain code."""
+    return {**settings.model_dump(mode="json", exclude=set(NOT_RESULTS)), **options, "embedder": embedder_identity(settings),
+            "grace_core": core_fingerprint()}
 
 
 def record_in_lake(settings: GraceSettings, records: pl.DataFrame, *, command: str, dataset: str, data: Path,

@@ -56,8 +56,8 @@ class ModelConfig(BaseModel):
 
     embed_batch_size: int = Field(32, ge=1, description="Most texts in one forward pass of the offline embedder.")
     embed_batch_tokens: int = Field(
-        512, ge=1, description="Most padded tokens in one forward pass of the offline embedder (texts go in sorted by "
-        "token count; 512 is fastest on CPU, ~10% over a fixed 8 texts)."
+        512, ge=1, description="Most tokens in one forward pass of the offline embedder (a pass holds texts of one token "
+        "count; 512 is fastest on CPU, ~10% over a fixed 8 texts)."
     )
     embed_cache_size: int = Field(200_000, ge=0, description="Embeddings kept in memory, keyed by text hash.")
     torch_threads: int | None = Field(

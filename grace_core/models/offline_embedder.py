@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grace_core.errors import ModelUnavailable
+from grace_core.errors import InvalidSettings, ModelUnavailable
 from grace_core.fan_out import run_all
 from grace_core.models.config import EmbedPrecision, ModelConfig
 from grace_core.models.hashing import text_hash
@@ -59,12 +59,21 @@ def packaged_model_dir() -> Path:
     return path
 
 
-def native_bfloat16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512_BF16 or AMX tiles). Elsewhere
-    torch emulates bfloat16, slower than float32."""
-    import torch
+BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+"""CPU flags (Linux ``/proc/cpuinfo``) of bfloat16 products in hardware."""
 
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+@lru_cache(maxsize=1)
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512_BF16 or AMX), by the flags
+    Linux lists in ``/proc/cpuinfo`` (torch is not imported: a task that only needs the
+    embedder's name does not load it). Elsewhere, or when the file cannot be read, False:
+    torch would emulate bfloat16, slower than float32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            return any(BFLOAT16_FLAGS & set(line.split(":", 1)[1].split()) for line in cpuinfo if line.startswith("flags"))
+    except OSError:
+        return False
 
 
 def embed_precision(requested: str) -> str:
@@ -74,7 +83,7 @@ def embed_precision(requested: str) -> str:
     ``torch.autocast`` (weights kept in float32, layer norms, softmax and pooling in float32);
     on all-MiniLM-L6-v2 the vectors stay within a cosine of 0.9999 of float32's."""
     if requested not in get_args(EmbedPrecision):
-        raise ModelUnavailable(f"embed_precision {requested!r}: expected one of {', '.join(get_args(EmbedPrecision))}")
+        raise InvalidSettings(f"embed_precision {requested!r}: expected one of {', '.join(get_args(EmbedPrecision))}")
     if requested == "auto":
         return "bfloat16" if native_bfloat16() else "float32"
     return requested
@@ -239,7 +248,7 @@ class OfflineEmbedder:
         passes at once and precision (one per configuration, shared by every task and stage of
         the process, with its cache)."""
         return _shared_embedder(config.torch_threads, config.embed_batch_size, config.embed_batch_tokens, config.embed_cache_size,
-                                config.embed_workers, config.embed_precision)
+                                config.embed_workers, embed_precision(config.embed_precision))
 
     @property
     def dim(self) -> int:
@@ -337,8 +346,8 @@ class OfflineEmbedder:
 
         def forward(batch: list[int]) -> None:
             began = time.thread_time()
-            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
-                out[batch] = self._model([ids[i] for i in batch]).numpy()
+            with torch.inference_mode():
+                out[batch] = self._model([ids[i] for i in batch], bfloat16=bfloat16).numpy()
             self._spent(time.thread_time() - began)
 
         self._spent(time.thread_time() - started)

@@ -50,58 +50,64 @@ class SentenceModel:
         """Token ids of each text, ``[CLS] … [SEP]``, at most ``max_seq_length`` of them."""
         return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
 
-    def __call__(self, ids: Sequence[Sequence[int]]) -> Any:
-        """Unit vectors (a ``dim``-wide float32 tensor) of texts' token ids, padded here."""
+    def __call__(self, ids: Sequence[Sequence[int]], *, bfloat16: bool = False) -> Any:
+        """Unit vectors (a ``dim``-wide float32 tensor) of texts of one token count (``ids``:
+        as many ids each; the embedder batches them so, and nothing is padded). With
+        ``bfloat16`` the matrix products run in bfloat16 (``torch.autocast``), the rest in float32."""
         torch = self._torch
-        width = max(map(len, ids))
-        tokens = torch.zeros((len(ids), width), dtype=torch.long)
-        mask = torch.zeros((len(ids), width), dtype=torch.bool)
-        for row, seq in enumerate(ids):
-            tokens[row, : len(seq)] = torch.tensor(seq)
-            mask[row, : len(seq)] = True
-        hidden = self._bert(tokens, mask).float()  # pooled in float32 whatever the passes ran in
-        weights = mask.unsqueeze(-1).to(hidden.dtype)
-        mean = (hidden * weights).sum(1) / torch.clamp(weights.sum(1), min=1e-9)
-        return torch.nn.functional.normalize(mean, p=2, dim=1)
+        if len({len(seq) for seq in ids}) != 1:
+            raise ValueError(f"a forward pass takes texts of one token count, got {sorted({len(seq) for seq in ids})}")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
+            hidden = self._bert(torch.tensor(ids), bfloat16=bfloat16).float()  # pooled in float32
+        return torch.nn.functional.normalize(hidden.mean(1), p=2, dim=1)
 
 
 class _Bert:
     """BERT's encoder for inference (Devlin et al., 2019, §3; the layout of transformers'
     ``BertModel``): embeddings of token, position and segment 0, layer-normed; then per layer
-    multi-head self-attention over the unmasked tokens and a GELU feed-forward block, each added
-    to its input and layer-normed. Its pooler is not used."""
+    multi-head self-attention over all the tokens (nothing is padded) and a GELU feed-forward
+    block, each added to its input and layer-normed. Its pooler is not used. The query, key and
+    value projections are one product (their weights stacked at load: the same values, fewer
+    calls), and a bfloat16 copy of every projection's weights is made once, which autocast would
+    otherwise cast again in every pass (weights that need no gradient are not in its cache)."""
 
     def __init__(self, config: dict[str, Any], weights: dict[str, Any]) -> None:
+        import torch
+
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config["layer_norm_eps"])
-        self._w = {k.removeprefix("bert."): v for k, v in weights.items()}
+        w = {k.removeprefix("bert."): v for k, v in weights.items()}
         self._layers = int(config["num_hidden_layers"])
+        for i in range(self._layers):
+            at = f"encoder.layer.{i}.attention.self"
+            for part in ("weight", "bias"):
+                w[f"{at}.qkv.{part}"] = torch.cat([w.pop(f"{at}.{n}.{part}") for n in ("query", "key", "value")])
+        self._w = w
+        self._w16 = {k: v.to(torch.bfloat16) for k, v in w.items() if k.startswith("encoder.") and k.endswith(".weight") and v.dim() == 2}
 
     def _norm(self, x: Any, name: str) -> Any:
         from torch.nn.functional import layer_norm
 
         return layer_norm(x, x.shape[-1:], self._w[f"{name}.weight"], self._w[f"{name}.bias"], self._eps)
 
-    def _dense(self, x: Any, name: str) -> Any:
+    def _dense(self, x: Any, name: str, bfloat16: bool) -> Any:
         from torch.nn.functional import linear
 
-        return linear(x, self._w[f"{name}.weight"], self._w[f"{name}.bias"])
+        return linear(x, (self._w16 if bfloat16 else self._w)[f"{name}.weight"], self._w[f"{name}.bias"])
 
-    def __call__(self, tokens: Any, mask: Any) -> Any:
-        """Last hidden states (batch × tokens × hidden) of ``tokens``; ``mask`` is True on real tokens."""
+    def __call__(self, tokens: Any, *, bfloat16: bool) -> Any:
+        """Last hidden states (batch × tokens × hidden) of ``tokens`` (batch × tokens)."""
         from torch.nn.functional import gelu, scaled_dot_product_attention
 
         w = self._w
         batch, width = tokens.shape
         x = w["embeddings.word_embeddings.weight"][tokens] + w["embeddings.position_embeddings.weight"][:width]
         x = self._norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
-        attend = None if bool(mask.all()) else mask[:, None, None, :]
         for i in range(self._layers):
             at = f"encoder.layer.{i}"
-            q, k, v = (self._dense(x, f"{at}.attention.self.{n}").view(batch, width, self._heads, -1).transpose(1, 2)
-                       for n in ("query", "key", "value"))
-            context = scaled_dot_product_attention(q, k, v, attn_mask=attend).transpose(1, 2).reshape(batch, width, -1)
-            x = self._norm(x + self._dense(context, f"{at}.attention.output.dense"), f"{at}.attention.output.LayerNorm")
-            inner = gelu(self._dense(x, f"{at}.intermediate.dense"))
-            x = self._norm(x + self._dense(inner, f"{at}.output.dense"), f"{at}.output.LayerNorm")
+            qkv = self._dense(x, f"{at}.attention.self.qkv", bfloat16).view(batch, width, 3, self._heads, -1).permute(2, 0, 3, 1, 4)
+            context = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape(batch, width, -1)
+            x = self._norm(x + self._dense(context, f"{at}.attention.output.dense", bfloat16), f"{at}.attention.output.LayerNorm")
+            inner = gelu(self._dense(x, f"{at}.intermediate.dense", bfloat16))
+            x = self._norm(x + self._dense(inner, f"{at}.output.dense", bfloat16), f"{at}.output.LayerNorm")
         return x

@@ -28,7 +28,7 @@ from grace_core.models.offline_embedder import (
     native_bfloat16,
     packaged_model_dir,
 )
-from grace_core.errors import ModelUnavailable
+from grace_core.errors import InvalidSettings
 from grace_core.models.factory import embedder_identity
 from grace_core.models.hashing import text_hash
 from grace_core.models.offline_support import source_units
@@ -71,21 +71,33 @@ def test_batching_does_not_change_vectors(texts: list[str], batch_size: int, bat
     too, where padding moved vectors by up to 1e-3."""
     base = OfflineEmbedder(threads=1, precision=precision).embed(texts)
     vecs = OfflineEmbedder(threads=1, batch_size=batch_size, batch_tokens=batch_tokens, precision=precision).embed(texts[::-1])[::-1]
-    np.testing.assert_allclose(vecs, base, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(vecs, base)
 
 
 def test_auto_precision_is_bfloat16_where_the_cpu_has_it_and_stored_distances_name_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("grace_core.models.offline_embedder.native_bfloat16", native_bfloat16)  # this CPU's answer, not the suite's pin
+    import torch
+
+    assert native_bfloat16() == bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())  # torch agrees
     auto = OfflineEmbedder(threads=1).precision
     assert auto == ("bfloat16" if native_bfloat16() else "float32") == embed_precision("auto")
     assert embed_precision("float32") == "float32" and embed_precision("bfloat16") == "bfloat16"
-    with pytest.raises(ModelUnavailable, match="embed_precision 'float16'"):
+    with pytest.raises(InvalidSettings, match="embed_precision 'float16'"):
         embed_precision("float16")
     with pytest.raises(ValidationError, match="embed_precision"):
         ModelConfig(embed_precision="float16")
     by_precision = {p: embedder_identity(ModelConfig(embed_precision=p)) for p in ("float32", "bfloat16", "auto")}
     assert by_precision["float32"].startswith("offline:") and by_precision["bfloat16"] == by_precision["float32"] + ":bfloat16"
     assert by_precision["auto"] == by_precision[auto]  # distances measured in one precision are measured again in the other
+
+
+def test_a_forward_pass_takes_texts_of_one_token_count() -> None:
+    model = load_sentence_model(1)
+    a, b = model.tokenize(["Embeddings.", "Sentence embeddings of claims."])
+    assert len(a) != len(b)
+    with pytest.raises(ValueError, match="one token count"):
+        model([a, b])
+    assert tuple(model([a, a]).shape) == (2, model.dim)
 
 
 def test_a_process_shares_one_embedder_and_its_cache_per_configuration(texts: list[str]) -> None:
@@ -128,7 +140,7 @@ class _Passes:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
-    def __call__(self, features: dict) -> dict:
+    def __call__(self, ids: list, **kw: Any) -> Any:
         with self.lock:
             self.calls += 1
             self.running += 1
@@ -138,7 +150,7 @@ class _Passes:
         try:
             if wait:
                 self.meet.wait()  # type: ignore[union-attr]
-            return self.model(features)
+            return self.model(ids, **kw)
         finally:
             with self.lock:
                 self.running -= 1
