@@ -80,8 +80,9 @@ def embed_precision(requested: str) -> str:
     """The precision the offline embedder's forward passes run in for ``requested``
     (:data:`~grace_core.models.config.EmbedPrecision`): float32 or bfloat16 as asked, "auto" bfloat16 where
     :func:`native_bfloat16`, else float32. In bfloat16 the matrix products run under
-    ``torch.autocast`` (weights kept in float32, layer norms, softmax and pooling in float32);
-    on all-MiniLM-L6-v2 the vectors stay within a cosine of 0.9999 of float32's."""
+    ``torch.autocast`` on a bfloat16 copy of the projection weights (layer norms, softmax and
+    pooling in float32); on all-MiniLM-L6-v2 the vectors stay within a cosine of 0.9999 of
+    float32's."""
     if requested not in get_args(EmbedPrecision):
         raise InvalidSettings(f"embed_precision {requested!r}: expected one of {', '.join(get_args(EmbedPrecision))}")
     if requested == "auto":

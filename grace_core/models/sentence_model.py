@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,14 @@ class _Bert:
             for part in ("weight", "bias"):
                 w[f"{at}.qkv.{part}"] = torch.cat([w.pop(f"{at}.{n}.{part}") for n in ("query", "key", "value")])
         self._w = w
-        self._w16 = {k: v.to(torch.bfloat16) for k, v in w.items() if k.startswith("encoder.") and k.endswith(".weight") and v.dim() == 2}
+
+    @cached_property
+    def _w16(self) -> dict[str, Any]:
+        """bfloat16 copies of the projection weights, made on the first bfloat16 pass (a
+        float32 embedder never holds them)."""
+        import torch
+
+        return {k: v.to(torch.bfloat16) for k, v in self._w.items() if k.startswith("encoder.") and k.endswith(".weight") and v.dim() == 2}
 
     def _norm(self, x: Any, name: str) -> Any:
         from torch.nn.functional import layer_norm
