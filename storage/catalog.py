@@ -11,7 +11,9 @@ versions are named.
 
 It is rebuilt after every commit and whenever a reader finds it behind the lake
 (:func:`ensure_catalog`): built in a temporary file beside the old one, then renamed over it,
-so a reader always opens a complete catalog; a process remembers which state the catalogs it built
+so a reader always opens a complete catalog. A rebuild starts from a copy of the catalog in place
+when that one shows the same lake through the same code, and replaces only the views of the
+tables whose Delta version changed (:func:`build_catalog`); a process remembers which state the catalogs it built
 or read show, by file identity (inode, size, times), so a query of an unchanged catalog does not
 open it twice. Temporary files of builds that were killed are
 removed by later builds once they are :data:`STALE_TEMP_SECONDS` old. A reader that cannot
@@ -22,12 +24,15 @@ from users run through :mod:`storage.readonly_sql`, never on a connection of thi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from stat import S_ISREG
@@ -162,9 +167,94 @@ def _shown_state(path: Path) -> tuple | None:
     return row
 
 
+@functools.cache
+def _code_id() -> str:
+    """A digest of the modules that decide what a catalog holds (this one, the derived views' SQL,
+    the table schemas): a catalog built by other code is rebuilt whole, never updated."""
+    modules = [Path(__file__), Path(__file__).with_name("views.py"), Path(__file__).with_name("schemas.py")]
+    return hashlib.sha256(b"".join(m.read_bytes() for m in modules)).hexdigest()[:16]
+
+
+def _shown_versions(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, int | None] | None:
+    """The table versions the (current-state) catalog open on ``con`` shows, when the catalog can be
+    brought to another state of the same lake by replacing the views of the tables that changed:
+    it was built from ``store`` by this code, with these schema versions, not as of a round.
+    None otherwise (a catalog of earlier code has no ``code`` column: None too)."""
+    try:
+        rows = con.execute(f"SELECT lake, schema_versions, code, as_of_round, table_versions FROM {STATE_TABLE}").fetchall()
+    except duckdb.Error:
+        return None
+    if len(rows) != 1 or rows[0][:4] != (store.uri, _versions_json(), _code_id(), None):
+        return None
+    return json.loads(rows[0][4])
+
+
+def _file_listing(tables: Iterable[TableState]) -> pa.Table:
+    files = [(t, f) for t in tables for f in t.files]
+    return pa.table({
+        "table_name": pa.array([t.name for t, _ in files], pa.string()),
+        "round": pa.array([f.round for _, f in files], pa.int32()),
+        "path": pa.array([f.uri for _, f in files], pa.string()),
+        "rows": pa.array([f.rows for _, f in files], pa.int64()),
+        "bytes": pa.array([f.bytes for _, f in files], pa.int64()),
+        "table_version": pa.array([t.version for t, _ in files], pa.int64()),
+        "modified": pa.array([f.modified for _, f in files], pa.timestamp("us", tz="UTC")),
+    })
+
+
+def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeState, shown: dict[str, int | None] | None) -> None:
+    """Make the catalog open on ``con`` show ``state``: every view and table created (``shown``
+    None: an empty file), or only the views and ``lake_files`` rows of the tables whose version
+    differs from ``shown`` replaced (the derived views name the table views, so DuckDB binds
+    them to the new ones at query time)."""
+    changed = [spec for spec in TABLES.values() if shown is None or shown.get(spec.name) != state.versions.get(spec.name)]
+    for spec in changed:
+        con.execute(f'CREATE OR REPLACE VIEW "{spec.name}" AS {table_view_sql(spec, state.table(spec.name))}')
+    if shown is None:
+        for name, sql in DERIVED_VIEWS.items():
+            con.execute(f'CREATE VIEW "{name}" AS {sql}')
+    con.register("_files", _file_listing(state.table(spec.name) for spec in changed))
+    kept = "" if shown is None else (
+        f"SELECT * FROM {FILES_TABLE} WHERE table_name NOT IN ({', '.join(_quote(spec.name) for spec in changed) or 'NULL'}) UNION ALL ")
+    con.execute(f"CREATE OR REPLACE TABLE {FILES_TABLE} AS SELECT * FROM ({kept}SELECT * FROM _files) ORDER BY table_name, round, path")
+    con.unregister("_files")
+    con.execute(
+        f"CREATE OR REPLACE TABLE {STATE_TABLE} AS SELECT ? AS lake, ? AS state_id, ? AS schema_versions, "
+        "? AS table_versions, CAST(? AS INTEGER) AS as_of_round, ? AS built_at, ? AS code",
+        [store.uri, state.state_id, _versions_json(), json.dumps(state.versions, sort_keys=True),
+         state.as_of_round, datetime.now(timezone.utc).isoformat(), _code_id()],
+    )
+
+
+def _open_copy(store: Store, target: Path, tmp: Path) -> tuple[duckdb.DuckDBPyConnection | None, dict[str, int | None] | None]:
+    """A connection to a copy at ``tmp`` of the catalog at ``target`` and the table versions it
+    shows, when it can be updated (:func:`_shown_versions`); ``(None, None)`` when there is no
+    catalog there or it cannot (the copy is removed: the build starts from an empty file)."""
+    con = None
+    try:
+        shutil.copyfile(target, tmp)
+        con = _connect(store, tmp, read_only=False)
+        shown = _shown_versions(con, store)
+    except (OSError, duckdb.Error):  # none there (or replaced as it was copied), or not a DuckDB file
+        shown = None
+    if shown is None:
+        if con is not None:
+            con.close()
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+        return None, None
+    return con, shown
+
+
 def build_catalog(store: Store, state: LakeState, target: Path | None = None) -> Path:
     """Build the catalog for ``state`` at ``target`` (default: the lake's catalog path) and
-    move it into place; returns its path."""
+    move it into place; returns its path.
+
+    For the lake's current state, the catalog already at ``target`` is copied and updated when it
+    can be (:func:`_shown_versions`): only the tables a commit changed are written again, so a
+    commit does not pay for every view (a third of a second on a lake of 100,000 documents).
+    The copy is of a complete file (catalogs are only ever replaced whole), and what it shows is
+    read from the copy itself."""
     target = target or store.catalog_path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -173,31 +263,10 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
         raise LakeError(f"lake {store.uri}: cannot write the catalog folder {target.parent}: {exc.strerror}") from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        con = _connect(store, tmp, read_only=False)
+        con, shown = _open_copy(store, target, tmp) if state.as_of_round is None else (None, None)
+        con = con or _connect(store, tmp, read_only=False)
         try:
-            for spec in TABLES.values():
-                con.execute(f'CREATE VIEW "{spec.name}" AS {table_view_sql(spec, state.table(spec.name))}')
-            for name, sql in DERIVED_VIEWS.items():
-                con.execute(f'CREATE VIEW "{name}" AS {sql}')
-            files = [(t, f) for t in state.tables for f in t.files]
-            listing = pa.table({
-                "table_name": [t.name for t, _ in files],
-                "round": pa.array([f.round for _, f in files], pa.int32()),
-                "path": [f.uri for _, f in files],
-                "rows": pa.array([f.rows for _, f in files], pa.int64()),
-                "bytes": pa.array([f.bytes for _, f in files], pa.int64()),
-                "table_version": pa.array([t.version for t, _ in files], pa.int64()),
-                "modified": pa.array([f.modified for _, f in files], pa.timestamp("us", tz="UTC")),
-            })
-            con.register("_files", listing)
-            con.execute(f"CREATE TABLE {FILES_TABLE} AS SELECT * FROM _files ORDER BY table_name, round, path")
-            con.unregister("_files")
-            con.execute(
-                f"CREATE TABLE {STATE_TABLE} AS SELECT ? AS lake, ? AS state_id, ? AS schema_versions, "
-                "? AS table_versions, CAST(? AS INTEGER) AS as_of_round, ? AS built_at",
-                [store.uri, state.state_id, _versions_json(), json.dumps(state.versions, sort_keys=True),
-                 state.as_of_round, datetime.now(timezone.utc).isoformat()],
-            )
+            _write_catalog(con, store, state, shown)
         finally:
             con.close()
         built = os.open(tmp, os.O_RDONLY)

@@ -236,6 +236,7 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
             con.register_filesystem(filesystem)
         con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in readable)}]")
         con.execute("SET enable_external_access = false")
+        con.execute("SET enable_progress_bar = false")  # drawn on stdout (a flow run's log) by a long query
         con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
         con.close()

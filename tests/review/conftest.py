@@ -101,7 +101,8 @@ def graph_rows(doc: str = DOC) -> dict[str, pl.DataFrame]:
 
 def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
     """A synthetic lake at ``root`` (a folder, or an s3:// prefix reached through the
-    ``GRACE_S3_*`` environment) of document :data:`DOC` (:func:`graph_rows`), scored in ``rounds``."""
+    ``GRACE_S3_*`` environment) of document :data:`DOC` (:func:`graph_rows`), scored in ``rounds``:
+    scores only, as a lake scored before ``scoring_counts`` existed (the flows back-fill them)."""
     lake = Lake.open(StageParams(round_id=1, lake=root).settings())
     lake.commit("fixture/documents", graph_rows())
     for r in rounds:

@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 from prefect import flow
 
 from flows.params import ScoreParams
-from flows.review import dispatch_reviews
+from flows.review import dispatch_reviews, review_pool
 from flows.score import counts_of, growth, score_round, stored_review_inputs
 from grace_core.changes import changed_documents, scoring_fingerprint
 from grace_core.decisions import DECISION_SCHEMA, decide
@@ -101,6 +101,16 @@ def test_a_round_rescores_only_the_documents_that_changed(tmp_path: Path, monkey
     score_round(ScoreParams(round_id=4, lake=root))
     assert scored_by_round(lake)[4] == ["d2"]
     assert "c:new" in lake.query("SELECT claim_id FROM claim_status WHERE doc_id = 'd2'")["claim_id"].to_list()
+
+    # the dispatch's pool is claim_status's rows of its statuses (plus, for an adjudicator, those
+    # with a decision), each document's latest scoring found from scoring_counts
+    keys = ["doc_id", "claim_id"]
+    columns = "doc_id, claim_id, status, priority, confidence, reach, prior_distance"
+    for statuses, decided, where in ((("boundary",), False, "status = 'boundary'"),
+                                     (("boundary", "grounded"), True, "status IN ('boundary', 'grounded') OR decision IS NOT NULL")):
+        expected = lake.query(f"SELECT {columns} FROM claim_status WHERE {where}").sort(keys)
+        assert expected["doc_id"].n_unique() == 2 and expected["status"].n_unique() == len(statuses) + decided  # d1's reject: refuted
+        assert_frame_equal(review_pool(lake, statuses, decided=decided).sort(keys), expected)
 
     # the dispatch defers from every document's latest scores: round 4 deferrals include d1's claims (scored in round 3)
     dispatch_reviews(stage(root, 4))

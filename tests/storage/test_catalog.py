@@ -23,6 +23,8 @@ from flows.score import COUNTS_COMPLETE, fill_scoring_counts
 from grace_core.errors import LakeError
 from grace_core.metrics import round_metrics as core_round_metrics
 from grace_core.decisions import decide
+import storage.catalog as catalog_module
+from storage.catalog import build_catalog
 from storage.commit import commit_tables
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -76,6 +78,17 @@ def test_every_table_and_derived_view_is_in_the_catalog(lake: Lake) -> None:
     assert set(TABLES) | set(DERIVED_VIEWS) | {"lake_files", "_grace_catalog"} <= names
 
 
+def test_queries_draw_no_progress_bar(local_config: LakeConfig) -> None:
+    """A long query of a flow would otherwise draw DuckDB's progress bar on stdout: in the run's
+    logs. Asked in a process of its own, whose stdout is a pipe as a worker's is (DuckDB turns the
+    bar off by itself under pytest's captured stdout)."""
+    Lake.open(local_config).commit("a", {"claims": claims(1, 2, 1)})
+    script = ("import sys; sys.path.insert(0, sys.argv[2]); from storage.config import LakeConfig; from storage.lake import Lake;"
+              "print(Lake.open(LakeConfig(lake=sys.argv[1])).query(\"SELECT current_setting('enable_progress_bar') AS p\")['p'][0])")
+    out = subprocess.run([sys.executable, "-c", script, local_config.lake, str(REPO)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+
+
 def test_plain_duckdb_opens_the_local_catalog_from_anywhere(local_config: LakeConfig, tmp_path: Path) -> None:
     lake = Lake.open(local_config)
     lake.commit("c", {"claims": claims(3, 4, 1)})
@@ -101,6 +114,55 @@ def test_catalog_is_refreshed_after_every_commit(local_config: LakeConfig) -> No
         with duckdb.connect(str(path), read_only=True) as con:
             assert con.sql("SELECT count(*) FROM claims").fetchall()[0][0] == 5 * (i + 1)
             assert con.sql("SELECT count(*) FROM lake_files").fetchall()[0][0] == i + 1
+
+
+def catalog_contents(path: Path) -> dict:
+    """What a catalog shows: its views' SQL, its file listing, its state row (but when it was
+    built) and the row count of every view."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        views = dict(con.sql("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        return {
+            "views": views,
+            "files": con.sql("SELECT * FROM lake_files").fetchall(),
+            "state": con.sql("SELECT * EXCLUDE (built_at) FROM _grace_catalog").fetchall(),
+            "counts": {v: con.sql(f'SELECT count(*) FROM "{v}"').fetchall()[0][0] for v in sorted(views)},
+        }
+
+
+def test_a_commit_updates_only_the_views_of_the_tables_it_changed_and_the_catalog_equals_a_full_build(
+    local_config: LakeConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("all", {name: one_row(name) for name in TABLES})
+    written: list[str] = []
+    view_sql = catalog_module.table_view_sql
+    monkeypatch.setattr(catalog_module, "table_view_sql", lambda spec, table: written.append(spec.name) or view_sql(spec, table))
+    rounds = one_row("rounds").set_column(0, "round", pa.array([2], pa.int32()))
+    commits = [  # (tables committed, the views written again)
+        ({"claims": claims(1, 5, 1)}, ["claims"]),
+        ({"claims": claims(1, 5, 2, prefix="s"), "rounds": rounds}, ["claims", "rounds"]),
+        ({"scores": one_row("scores")}, []),  # no row written (its key is stored): no new version
+    ]
+    for i, (tables, expected) in enumerate(commits):
+        before = lake.state().versions
+        written.clear()
+        lake.commit(f"c{i}", tables)
+        after = lake.state().versions
+        assert sorted(written) == sorted(name for name in TABLES if after[name] != before[name]) == expected
+        full = build_catalog(lake.store, lake.state(), tmp_path / f"full-{i}.duckdb")
+        assert catalog_contents(lake.store.catalog_path) == catalog_contents(full)
+    assert catalog_contents(lake.store.catalog_path)["counts"]["claims"] == 11
+
+
+def test_a_catalog_built_by_other_code_is_rebuilt_whole(local_config: LakeConfig) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("a", {"claims": claims(1, 5, 1)})
+    with duckdb.connect(str(lake.store.catalog_path)) as con:  # as an earlier GRACE might have left it
+        con.execute("UPDATE _grace_catalog SET code = 'earlier'")
+        con.execute("CREATE OR REPLACE VIEW documents AS SELECT 1 AS stale")
+    lake.commit("b", {"claims": claims(1, 5, 2, prefix="s")})
+    assert [c for c, _ in describe(lake, "documents")] == [f.name for f in TABLES["documents"].schema]
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
 
 
 def test_a_stale_or_moved_catalog_is_rebuilt_before_a_query(local_config: LakeConfig, tmp_path: Path) -> None:
