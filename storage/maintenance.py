@@ -1,8 +1,14 @@
 """Keeping a lake small and fast: compaction and vacuum of its Delta tables.
 
-- :func:`compact` rewrites each table's small files into fewer large ones (Delta
-  ``optimize.compact``, per round partition); readers keep seeing the same rows, and earlier
-  versions stay readable (time travel) until vacuumed.
+- :func:`compact` rewrites each table's small files into fewer large ones (per round
+  partition); readers keep seeing the same rows, and earlier versions stay readable (time
+  travel) until vacuumed. A table keyed by document is rewritten in ``doc_id`` order (Delta
+  ``optimize.z_order`` on that one column, sorting within :data:`SORT_MEMORY_BYTES` and spilling
+  the rest to disk), as every commit writes its rows: a read by key then opens the few row
+  groups of the documents it asks for. Plain ``optimize.compact`` concatenates the files, so a
+  row group of the result spans documents from all over the key space and a read of 50
+  documents' edges decoded nearly every row group (1.6–1.9 s on a lake of 10,000 documents,
+  0.25 s once sorted). The other tables get ``optimize.compact``.
 - :func:`vacuum` deletes, per table, the files no version within the retention names: files
   that compaction replaced, and the files of writers killed before their Delta commit (and the
   Parquet files of a migrated earlier-format lake), once they are older than the retention.
@@ -26,6 +32,9 @@ from storage.lake import Lake
 from storage.schemas import TABLES
 
 MIN_RETENTION_HOURS = 1
+SORT_MEMORY_BYTES = 256 * 2**20
+"""Memory the sort of a table keyed by document may hold before it spills to disk (a 9M-row
+edges partition sorted at a peak RSS of 0.56 GB, 1.2 GB unbounded)."""
 
 
 def _table_rels(lake: Lake) -> list[str]:
@@ -44,14 +53,16 @@ class Compaction:
 def compact(lake: Lake) -> list[Compaction]:
     """Compact every table (see the module docstring); retried when a writer commits meanwhile."""
     out = []
+    by_document = {table_rel(spec.name) for spec in TABLES.values() if spec.key[:1] == ("doc_id",)}
     for rel in _table_rels(lake):
         def attempt(_: int, rel: str = rel) -> dict:
             dt = lake.tables.load(rel)
             assert dt is not None  # listed just before; tables are never dropped
-            return dt.optimize.compact(
-                writer_properties=writer_properties(),
-                commit_properties=CommitProperties(custom_metadata={"grace.operation": "compact"}),
-            )
+            done = CommitProperties(custom_metadata={"grace.operation": "compact"})
+            if rel in by_document:
+                return dt.optimize.z_order(["doc_id"], writer_properties=writer_properties(), max_spill_size=SORT_MEMORY_BYTES,
+                                           commit_properties=done)
+            return dt.optimize.compact(writer_properties=writer_properties(), commit_properties=done)
 
         metrics = retry_conflicts(attempt, f"lake {lake.uri}: compacting {rel}")
         out.append(Compaction(rel, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])))

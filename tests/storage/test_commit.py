@@ -236,6 +236,26 @@ def test_a_lake_pickles_as_its_settings_and_reopens(lake: Lake) -> None:
     assert copy.read("claims").height == 4
 
 
+def test_a_read_of_many_documents_decodes_only_their_row_groups(local_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one file of 100 documents, one per row group; 60 of them asked for, more than Arrow prunes row groups by
+    monkeypatch.setattr(delta_tables, "ROW_GROUP_ROWS", 30)
+    monkeypatch.setattr(delta_tables, "SMALL_FILE_ROWS", 0)
+    lake = Lake.open(local_config)
+    everything = claims(100, 30, 1).with_columns(doc_id=pl.lit("doc") + pl.col("doc_id").str.slice(3).str.zfill(3))
+    lake.commit("one", {"claims": everything.sample(fraction=1.0, shuffle=True, seed=1)})
+    [file] = data_files(lake, "tables/claims")
+    assert pq.ParquetFile(file, filesystem=lake.store.arrow_fs).metadata.num_row_groups == 100
+    chosen: list[list[int] | None] = []
+    holding = delta_tables._row_groups_holding
+    monkeypatch.setattr(delta_tables, "_row_groups_holding", lambda *a: chosen.append(holding(*a)) or chosen[-1])
+    wanted = [f"doc{i:03d}" for i in range(0, 100, 5)] + [f"doc{i:03d}" for i in range(51, 91)] + ["doc999"]
+    assert len(set(wanted)) > delta_tables.IS_IN_PRUNED
+    got = lake.read("claims", doc_ids=wanted).sort("doc_id", "claim_id").select(everything.columns)
+    assert got.height == 52 * 30 and got.equals(everything.filter(pl.col("doc_id").is_in(wanted)).sort("doc_id", "claim_id"))
+    assert [len(groups) for groups in chosen] == [52]  # the row groups of the 52 documents stored, of 100
+    assert lake.read("claims", doc_ids=[f"doc{i:03d}" for i in range(200, 260)]).height == 0
+
+
 @pytest.mark.parametrize("small_file_rows", [0, delta_tables.SMALL_FILE_ROWS])
 def test_a_read_by_document_opens_only_the_files_that_may_hold_them(lake: Lake, small_file_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # five commits of 20 documents each (doc0-doc99, one file per commit), claims sorted by document;

@@ -42,6 +42,18 @@ def test_compaction_keeps_the_rows_and_merges_small_files(lake: Lake) -> None:
     assert again.rows == {"claims": 3} and lake.read("claims").height == 39
 
 
+def test_compaction_writes_a_table_keyed_by_document_in_document_order(local_config: LakeConfig) -> None:
+    """As every commit writes its rows, so a read by key decodes only the row groups of its documents."""
+    lake = Lake.open(local_config)
+    for i in range(6):  # each commit holds both documents: concatenated files would be out of order
+        lake.commit(f"small/{i}", {"claims": claims(2, 3, 1, prefix=f"s{i}-")})
+    compact(lake)
+    [compacted] = files_of(lake, "claims")
+    doc_ids = pq.read_table(compacted, columns=["doc_id"])["doc_id"].to_pylist()
+    assert doc_ids == sorted(doc_ids) == ["doc0"] * 18 + ["doc1"] * 18
+    assert lake.read("claims", doc_ids=["doc1"]).height == 18
+
+
 def test_vacuum_deletes_old_files_no_version_names_and_nothing_else(local_config: LakeConfig) -> None:
     lake = Lake.open(local_config)
     lake.commit("base", {"claims": claims(2, 2, 1)})
