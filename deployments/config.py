@@ -1,6 +1,6 @@
 """When and where the deployed flows run. Values only: the entry point's settings object *is* a
 :class:`ScheduleConfig` and a :class:`RunnerConfig`, so every field reads ``GRACE_<FIELD>``
-(``GRACE_NIGHTLY_CRON``, ``GRACE_INBOX_INTERVAL_S``, ``GRACE_TIMEZONE``, ``GRACE_TASK_RUNNER``,
+(``GRACE_NIGHTLY_CRON``, ``GRACE_MAINTENANCE_CRON``, ``GRACE_INBOX_INTERVAL_S``, ``GRACE_TIMEZONE``, ``GRACE_TASK_RUNNER``,
 ``GRACE_DASK_ADDRESS``)."""
 
 from __future__ import annotations
@@ -18,22 +18,28 @@ class ScheduleConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
     nightly_cron: str = Field("0 2 * * *", description="Cron schedule of the nightly expansion round.")
+    maintenance_cron: str = Field(
+        "0 5 * * 0", description="Cron schedule of the lake's maintenance (compaction, then vacuum): weekly, hours away from the "
+        "nightly round by default (Sunday 05:00).")
     inbox_interval_s: int = Field(300, ge=1, description="Seconds between two scans of the batch inbox.")
-    timezone: str = Field("UTC", description="IANA time zone of the nightly cron schedule, e.g. Europe/Paris.")
+    timezone: str = Field("UTC", description="IANA time zone of the cron schedules, e.g. Europe/Paris.")
 
     @model_validator(mode="after")
-    def _valid_cron_and_zone(self) -> ScheduleConfig:
+    def _valid_crons_and_zone(self) -> ScheduleConfig:
         """Refuse a cron string or time zone that Prefect would refuse, as one clear line."""
         defaults = {name: field.default for name, field in type(self).model_fields.items()}
-        if (self.nightly_cron, self.timezone) == (defaults["nightly_cron"], defaults["timezone"]):
+        crons = {"nightly": ("GRACE_NIGHTLY_CRON", self.nightly_cron), "maintenance": ("GRACE_MAINTENANCE_CRON", self.maintenance_cron)}
+        if (self.nightly_cron, self.maintenance_cron, self.timezone) == (
+                defaults["nightly_cron"], defaults["maintenance_cron"], defaults["timezone"]):
             return self  # valid; commands that schedule nothing (grace score) then start without importing Prefect
         from prefect.client.schemas.schedules import CronSchedule
 
-        try:
-            CronSchedule(cron=self.nightly_cron, timezone=self.timezone)
-        except ValidationError as exc:
-            reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
-            raise InvalidSettings(f"nightly schedule (GRACE_NIGHTLY_CRON, GRACE_TIMEZONE): {reason}") from None
+        for schedule, (setting, cron) in crons.items():
+            try:
+                CronSchedule(cron=cron, timezone=self.timezone)
+            except ValidationError as exc:
+                reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+                raise InvalidSettings(f"{schedule} schedule ({setting}, GRACE_TIMEZONE): {reason}") from None
         return self
 
 

@@ -4,6 +4,7 @@ Each deployment is named for what it does (``prefect deployment ls`` lists ``flo
 
 - ``expansion_round/nightly-expansion``: one expansion round on the nightly cron schedule;
 - ``watch_inbox/inbox-watcher``: a scan of the batch inbox at a fixed interval;
+- ``maintain_lake/lake-maintenance``: compaction and vacuum of the lake on a weekly cron schedule;
 - one deployment per flow with no schedule (``ingest_batch/ingest-batch``, …), run from the UI's
   Run form or ``prefect deployment run`` with the flow's typed parameters.
 
@@ -21,12 +22,14 @@ from deployments.config import ScheduleConfig
 from flows.build import build_graphs
 from flows.expansion import expansion_round
 from flows.ingest import ingest_batch, watch_inbox
+from flows.maintenance import maintain_lake
 from flows.review import dispatch_reviews, ingest_verdicts
 from flows.review_ui import review_packet
 from flows.score import score_round
 
 NIGHTLY = "nightly-expansion"
 INBOX_WATCHER = "inbox-watcher"
+MAINTENANCE = "lake-maintenance"
 ON_DEMAND = {
     "ingest-batch": (ingest_batch, "Ingest one JSONL batch file (documents, priors, questions) into the lake."),
     "build-graphs": (build_graphs, "Build stage of a round: answer questions and decompose answers into claims."),
@@ -39,6 +42,7 @@ ON_DEMAND = {
 DESCRIPTIONS = {
     NIGHTLY: "One expansion round every night (GRACE_NIGHTLY_CRON in GRACE_TIMEZONE).",
     INBOX_WATCHER: "Ingest every new batch of the inbox (GRACE_INBOX) every GRACE_INBOX_INTERVAL_S seconds.",
+    MAINTENANCE: "Compact the lake's tables, then vacuum the replaced files (GRACE_MAINTENANCE_CRON in GRACE_TIMEZONE).",
     **{name: text for name, (_, text) in ON_DEMAND.items()},
 }
 
@@ -56,6 +60,10 @@ def grace_deployments(config: ScheduleConfig) -> list[RunnerDeployment]:
         watch_inbox.to_deployment(
             INBOX_WATCHER, schedule=Interval(config.inbox_interval_s), parameters={"params": {}},
             description=DESCRIPTIONS[INBOX_WATCHER], tags=["grace", "scheduled"], entrypoint_type=module,
+        ),
+        maintain_lake.to_deployment(
+            MAINTENANCE, schedule=Cron(config.maintenance_cron, timezone=config.timezone), parameters={"params": {}},
+            description=DESCRIPTIONS[MAINTENANCE], tags=["grace", "scheduled"], entrypoint_type=module,
         ),
         *(f.to_deployment(name, description=text, tags=["grace", "on-demand"], entrypoint_type=module)
           for name, (f, text) in ON_DEMAND.items()),

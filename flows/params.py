@@ -71,6 +71,14 @@ class InboxOptions(PriorOptions):
     inbox: str | None = override("Batch inbox (folder or s3://bucket/prefix); GRACE_INBOX when empty.")
 
 
+class MaintenanceParams(RunOptions):
+    """The lake's upkeep: compaction, then vacuum."""
+
+    vacuum_retention_hours: int | None = override(
+        "Keep the files that table versions of the last N hours name (time travel reaches back this far); "
+        "GRACE_VACUUM_RETENTION_HOURS when empty.", ge=1)
+
+
 class _Batch(BaseModel):
     batch: str = Field(..., description="A JSONL batch file: a local path or s3://bucket/key.")
 

@@ -6,6 +6,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SIZE_PATTERN = r"^\s*(\d*[1-9]\d*(?:\.\d+)?|\d+\.\d*[1-9]\d*)\s*([KMGTkmgt][iI]?[bB]|[bB])\s*$"
 """A DuckDB memory size above zero: 512MB, 2GB, 1.5GiB, …"""
+MIN_RETENTION_HOURS = 1
+"""Vacuum keeps at least this many hours of files: a running writer's files are fresh until it commits."""
 
 
 class LakeConfig(BaseModel):
@@ -23,4 +25,8 @@ class LakeConfig(BaseModel):
     sql_memory_limit: str = Field(
         "2GB", pattern=SIZE_PATTERN, description="grace sql / Lake.query: most memory of one statement and of its result (512MB, 2GB, …)."
     )
+    vacuum_retention_hours: int = Field(
+        168, ge=MIN_RETENTION_HOURS, description="grace compact / grace vacuum / the weekly lake maintenance: keep the files that "
+        "table versions of the last N hours name (at least 1, so no running writer's files are touched; time travel reaches back "
+        "this far).")
     sql_threads: int = Field(2, ge=1, le=64, description="grace sql / Lake.query: DuckDB threads of one statement.")

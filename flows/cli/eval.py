@@ -108,7 +108,7 @@ EVAL_HALLUCINATION_RATE = 0.2
 NOT_RESULTS = frozenset({
     "api_key", "lake", "s3_endpoint_url", "s3_region", "catalog_cache", "concurrency", "torch_threads", "embed_batch_size",
     "embed_batch_tokens", "embed_cache_size", "dask_address", "task_runner", "docs_per_task", "score_docs_per_task", "score_tasks_at_once", "inbox",
-    "inbox_interval_s", "nightly_cron", "timezone", "deadline_hours", "packet_size", "reviewers", "max_retries",
+    "inbox_interval_s", "nightly_cron", "maintenance_cron", "timezone", "vacuum_retention_hours", "deadline_hours", "packet_size", "reviewers", "max_retries",
     "request_timeout_s", "retry_backoff_s", "retry_backoff_max_s",
 })
 """Settings that cannot change an evaluation's figures (where things are, how fast, secrets)."""

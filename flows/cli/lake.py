@@ -20,7 +20,8 @@ from storage.ingest import ingest_batch, write_invalid_report
 from grace_core.errors import LakeError
 from storage.check import check_lake
 from storage.lake import Lake
-from storage.maintenance import MIN_RETENTION_HOURS, compact as compact_lake, vacuum as vacuum_lake
+from storage.config import MIN_RETENTION_HOURS
+from storage.maintenance import maintain, vacuum as vacuum_lake
 from storage.migrate import migrate_lake
 
 LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
@@ -109,20 +110,21 @@ SHOWN_INVALID = 20
 
 
 RETENTION_HELP = ("Keep the files that versions of the last N hours name (at least 1, so that no running writer's files "
-                  "are touched; time travel reaches back this far).")
+                  "are touched; time travel reaches back this far). Default: the GRACE_VACUUM_RETENTION_HOURS setting, else 168.")
 
 
 @app.command("vacuum")
 def vacuum(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
-    older_than_hours: int = typer.Option(168, "--older-than-hours", min=MIN_RETENTION_HOURS, help=RETENTION_HELP),
+    older_than_hours: Optional[int] = typer.Option(None, "--older-than-hours", min=MIN_RETENTION_HOURS, help=RETENTION_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be deleted, delete nothing."),
 ) -> None:
     """Delete the files no version of the lake's Delta tables within the retention names:
     files compaction replaced, files of writers killed before their commit, and leftover
     temporary catalog files. Data of the current versions is never touched."""
-    target = Lake.open(build_settings(lake=lake), must_exist=True)
-    report = vacuum_lake(target, retention_hours=older_than_hours, dry_run=dry_run)
+    settings = build_settings(lake=lake, vacuum_retention_hours=older_than_hours)
+    target = Lake.open(settings, must_exist=True)
+    report = vacuum_lake(target, retention_hours=settings.vacuum_retention_hours, dry_run=dry_run)
     for table, files in report.deleted.items():
         for f in files:
             print(f"{'would delete' if dry_run else 'deleted'} {table}/{f}")
@@ -132,15 +134,16 @@ def vacuum(
 @app.command("compact")
 def compact(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
-    older_than_hours: int = typer.Option(168, "--older-than-hours", min=MIN_RETENTION_HOURS, help=RETENTION_HELP),
+    older_than_hours: Optional[int] = typer.Option(None, "--older-than-hours", min=MIN_RETENTION_HOURS, help=RETENTION_HELP),
 ) -> None:
     """Rewrite each table's small files into fewer large ones (per round partition), then
     vacuum the files replaced before the retention. Readers see the same rows throughout."""
-    target = Lake.open(build_settings(lake=lake), must_exist=True)
-    for c in compact_lake(target):
+    settings = build_settings(lake=lake, vacuum_retention_hours=older_than_hours)
+    target = Lake.open(settings, must_exist=True)
+    compactions, report = maintain(target, retention_hours=settings.vacuum_retention_hours)
+    for c in compactions:
         if c.files_removed:
             print(f"{c.table}: {c.files_removed} file(s) compacted into {c.files_added}")
-    report = vacuum_lake(target, retention_hours=older_than_hours)
     print(f"compacted; {report.summary()} (lake {target.uri})")
 
 

@@ -41,7 +41,7 @@ def serve(
 ) -> None:
     """Serve the deployments from this process until Ctrl-C: scheduled runs start on time (nightly
     expansion at GRACE_NIGHTLY_CRON in GRACE_TIMEZONE, inbox scan every GRACE_INBOX_INTERVAL_S
-    seconds) and runs triggered from the Prefect UI or `prefect deployment run` start at once.
+    seconds, lake maintenance at GRACE_MAINTENANCE_CRON) and runs triggered from the Prefect UI or `prefect deployment run` start at once.
     A deployment that `prefect deploy` put in a work pool is left to that pool's workers.
     Stopping serve pauses nothing. Needs a Prefect server (`prefect server start`, then
     PREFECT_API_URL=http://127.0.0.1:4200/api). Runs read the other settings (GRACE_LAKE,

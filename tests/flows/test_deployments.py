@@ -31,7 +31,7 @@ from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
 STAGE_FLOWS = ("ingest_batch", "build_graphs", "score_round", "dispatch_reviews", "ingest_verdicts", "expansion_round", "review_packet")
-EXPECTED = {"expansion_round/nightly-expansion", "watch_inbox/inbox-watcher", *(f"{f}/{f.replace('_', '-')}" for f in STAGE_FLOWS)}
+EXPECTED = {"expansion_round/nightly-expansion", "watch_inbox/inbox-watcher", "maintain_lake/lake-maintenance", *(f"{f}/{f.replace('_', '-')}" for f in STAGE_FLOWS)}
 PRIORS = '["Abstract", "Introduction"]'
 
 
@@ -72,6 +72,8 @@ def test_deployments_have_their_names_schedules_and_parameter_forms() -> None:
     nightly = deps["expansion_round/nightly-expansion"].schedules[0].schedule
     assert (nightly.cron, nightly.timezone) == ("0 2 * * *", "UTC")
     assert deps["watch_inbox/inbox-watcher"].schedules[0].schedule.interval == timedelta(seconds=300)
+    maintenance = deps["maintain_lake/lake-maintenance"].schedules[0].schedule
+    assert (maintenance.cron, maintenance.timezone) == ("0 5 * * 0", "UTC")
     assert all(not d.schedules for d in deps.values() if "on-demand" in d.tags)
     assert all(d.description for d in deps.values())  # every deployment says what it does
     for name, d in deps.items():  # entrypoints load from the installed package, wherever the process runs
@@ -115,9 +117,12 @@ def test_schedules_come_from_the_grace_settings(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("GRACE_NIGHTLY_CRON", "30 3 * * 1-5")
     monkeypatch.setenv("GRACE_TIMEZONE", "Europe/Paris")
     monkeypatch.setenv("GRACE_INBOX_INTERVAL_S", "60")
+    monkeypatch.setenv("GRACE_MAINTENANCE_CRON", "0 12 1 * *")
     deps = by_name(grace_deployments(build_settings()))
     nightly = deps["expansion_round/nightly-expansion"].schedules[0].schedule
     assert (nightly.cron, nightly.timezone) == ("30 3 * * 1-5", "Europe/Paris")
+    maintenance = deps["maintain_lake/lake-maintenance"].schedules[0].schedule
+    assert (maintenance.cron, maintenance.timezone) == ("0 12 1 * *", "Europe/Paris")
     assert deps["watch_inbox/inbox-watcher"].schedules[0].schedule.interval == timedelta(seconds=60)
     monkeypatch.setenv("GRACE_TIMEZONE", "Mars/Olympus")
     with pytest.raises(InvalidSettings, match='Invalid timezone: "Mars/Olympus"'):
@@ -144,6 +149,7 @@ def test_prefect_yaml_declares_the_same_deployments() -> None:
         assert set(d["tags"]) == set(served[name].tags), name
     assert declared["expansion_round/nightly-expansion"]["schedules"] == [{"cron": defaults.nightly_cron, "timezone": defaults.timezone}]
     assert declared["watch_inbox/inbox-watcher"]["schedules"] == [{"interval": defaults.inbox_interval_s}]
+    assert declared["maintain_lake/lake-maintenance"]["schedules"] == [{"cron": defaults.maintenance_cron, "timezone": defaults.timezone}]
 
 
 @pytest.mark.usefixtures("prefect_server")

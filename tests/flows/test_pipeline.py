@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,8 @@ import pytest
 
 from flows.expansion import expansion_round, next_round
 from flows.ingest import ingest_batch, watch_inbox
-from flows.params import InboxOptions, IngestParams, RoundParams, RunOptions
+from flows.maintenance import maintain_lake
+from flows.params import InboxOptions, IngestParams, MaintenanceParams, RoundParams, RunOptions
 from storage.lake import Lake
 from tests.conftest import REPO
 
@@ -78,6 +80,28 @@ def test_rerunning_a_round_changes_nothing(two_rounds: Lake) -> None:
     expansion_round(RoundParams(round_id=2, lake=two_rounds.uri, **COMMON))
     assert snapshot(two_rounds) == before
     assert next_round(RunOptions(lake=two_rounds.uri).settings()) == 3
+
+
+def test_the_maintenance_flow_compacts_once_and_keeps_every_row(two_rounds: Lake, tmp_path: Path) -> None:
+    """On a copy of the two-round lake: the tables keep their rows and views, fewer files; a
+    second run rewrites nothing; a lake that does not exist fails the run in one line."""
+    root = tmp_path / "lake"
+    shutil.copytree(two_rounds.uri, root)
+    lake = Lake.open(RunOptions(lake=str(root)).settings())
+    views = "SELECT * FROM claim_status ORDER BY doc_id, claim_id"
+    before, rows, files = lake.query(views), snapshot(lake), lake.query("SELECT count(*) AS n FROM lake_files")["n"][0]
+    lines = maintain_lake(MaintenanceParams(lake=str(root)))
+    assert any("tables/edges: " in line and "compacted into 1" in line for line in lines), lines
+    assert lines[-1].startswith("compacted ") and "deleted 0 file(s)" in lines[-1]  # the replaced files are within the retention
+    lake = Lake.open(RunOptions(lake=str(root)).settings())
+    assert lake.query(views).equals(before)
+    assert {t: n for t, n in snapshot(lake).items() if t != "files"} == {t: n for t, n in rows.items() if t != "files"}
+    assert lake.query("SELECT count(*) AS n FROM lake_files")["n"][0] < files
+    again = maintain_lake(MaintenanceParams(lake=str(root)))
+    assert again == [f"compacted 0 table(s); {again[-1].split('; ', 1)[1]}"]
+
+    state = maintain_lake(MaintenanceParams(lake=str(tmp_path / "nowhere")), return_state=True)
+    assert state.is_failed() and "LakeError: no lake at" in state.message and "nowhere" in state.message
 
 
 def _assert_no_duplicates(lake: Lake) -> None:

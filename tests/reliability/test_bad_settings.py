@@ -67,6 +67,8 @@ ENV_PROBES: list[tuple[str, str, tuple[str, ...]]] = [
     ("GRACE_SQL_MEMORY_LIMIT", "0GB", ("should match pattern",)),
     ("GRACE_SQL_THREADS", "0", ("greater than or equal to 1",)),
     ("GRACE_NIGHTLY_CRON", "every night", ("GRACE_NIGHTLY_CRON",)),
+    ("GRACE_MAINTENANCE_CRON", "0 5 * * 8", ("GRACE_MAINTENANCE_CRON", "Invalid cron string")),
+    ("GRACE_VACUUM_RETENTION_HOURS", "0", ("greater than or equal to 1",)),
 ]
 
 # (options of `grace score`, the option's name, words the line must hold)

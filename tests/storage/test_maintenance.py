@@ -38,6 +38,9 @@ def test_compaction_keeps_the_rows_and_merges_small_files(lake: Lake) -> None:
     assert lake.query("SELECT * FROM claims ORDER BY claim_id").equals(before)
     assert lake.read("claims").height == 36 and lake.read("edges").height == 36
     assert lake.query("SELECT count(*) AS n FROM claims", as_of_round=1)["n"][0] == 36  # older versions still readable
+    versions = {rel: lake.tables.load(rel).version() for rel in done}
+    assert all(c.files_removed == 0 for c in compact(lake))  # a second run rewrites nothing and commits nothing
+    assert {rel: lake.tables.load(rel).version() for rel in done} == versions
     again = lake.commit("small/6", {"claims": claims(1, 3, 1, prefix="s6-")})  # writers carry on after compaction
     assert again.rows == {"claims": 3} and lake.read("claims").height == 39
 
@@ -52,6 +55,11 @@ def test_compaction_writes_a_table_keyed_by_document_in_document_order(local_con
     doc_ids = pq.read_table(compacted, columns=["doc_id"])["doc_id"].to_pylist()
     assert doc_ids == sorted(doc_ids) == ["doc0"] * 18 + ["doc1"] * 18
     assert lake.read("claims", doc_ids=["doc1"]).height == 18
+    lake.commit("round 2", {"claims": claims(2, 3, 2, prefix="r2-")})
+    lake.commit("round 2 again", {"claims": claims(2, 3, 2, prefix="r2b-")})
+    [done] = [c for c in compact(lake) if c.table == table_rel("claims")]
+    assert (done.files_removed, done.files_added) == (2, 1)  # round 2's partition only: round 1's one file is sorted
+    assert compacted in files_of(lake, "claims")
 
 
 def test_vacuum_deletes_old_files_no_version_names_and_nothing_else(local_config: LakeConfig) -> None:

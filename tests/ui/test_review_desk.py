@@ -182,7 +182,7 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
 
             # 1. the deployments, named for what they do
             page.goto(f"{api.base}/deployments", wait_until="networkidle")
-            for name in ("ingest-batch", "expansion-round", "review-packet", "nightly-expansion", "inbox-watcher"):
+            for name in ("ingest-batch", "expansion-round", "review-packet", "nightly-expansion", "inbox-watcher", "lake-maintenance"):
                 page.get_by_text(name, exact=True).first.wait_for()
             shot("01-deployments")
 
