@@ -23,8 +23,11 @@ than about half of it.
 Round 1 is full: every document is settled and scored, then the dispatch. Then round 2,
 incremental: 1% of the documents get a reviewer's vote on a claim (as returned verdict files
 would add), and round 2 settles and rescores those documents only (grace_core/changes.py) and
-dispatches from every document's latest scores. Issue 17's targets: 100,000 documents' full
-round ≤ 10 min, the incremental round ≤ 30 s, peak RSS ≤ 3 GB whatever N.
+dispatches from every document's latest scores. Then the weekly maintenance (the
+``lake-maintenance`` deployment's ``maintain_lake`` flow: compaction, then vacuum), and round 3,
+incremental as round 2, on the compacted lake, as a nightly round sees it after a maintenance
+(round 2 is the worst case: every file each commit of round 1 wrote). Issue 17's targets:
+100,000 documents' full round ≤ 10 min, the incremental round ≤ 30 s, peak RSS ≤ 3 GB whatever N.
 """
 
 from __future__ import annotations
@@ -50,14 +53,19 @@ REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 WORDS = ("model", "attention", "dataset", "encoder", "baseline", "accuracy", "corpus", "layer", "token", "training",
          "question", "answer", "paper", "method", "result", "score", "graph", "claim", "source", "evidence")
-ROUND = r'''
+RUN = r'''
 import json, sys, time
 t = time.perf_counter()
 peak = lambda: int(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')))
-lake, round_id = sys.argv[1], int(sys.argv[2])
-from flows.expansion import expansion_round
-from flows.params import RoundParams
-expansion_round(RoundParams(round_id=round_id, lake=lake))
+lake, what = sys.argv[1], sys.argv[2]
+if what == "maintain":
+    from flows.maintenance import maintain_lake
+    from flows.params import MaintenanceParams
+    maintain_lake(MaintenanceParams(lake=lake))
+else:
+    from flows.expansion import expansion_round
+    from flows.params import RoundParams
+    expansion_round(RoundParams(round_id=int(what), lake=lake))
 import resource
 use = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": time.perf_counter() - t, "peak_kib": peak(), "cpu_s": use.ru_utime + use.ru_stime}))
@@ -144,12 +152,13 @@ def own_seconds(root: str, stage: str, round_id: int) -> float:
     return busy_seconds([(a.timestamp(), b.timestamp()) for a, b in spans.select("started_at", "finished_at").iter_rows()])
 
 
-def run_round(root: str, round_id: int, env: dict[str, str]) -> dict:
-    """One ``expansion_round`` in a fresh process (imports included in its wall time)."""
-    proc = subprocess.run([sys.executable, "-c", ROUND, root, str(round_id)], cwd=REPO, env=env, capture_output=True, text=True)
+def run_flow(root: str, what: str, env: dict[str, str]) -> dict:
+    """One ``expansion_round`` (``what``: the round id) or ``maintain_lake`` (``maintain``) in a
+    fresh process (imports included in its wall time)."""
+    proc = subprocess.run([sys.executable, "-c", RUN, root, what], cwd=REPO, env=env, capture_output=True, text=True)
     marker = proc.stdout.rfind('{"wall_s"')
     if proc.returncode or marker < 0:  # (another library's output may share the figures' line)
-        raise SystemExit(f"round {round_id} of {root}: exit status {proc.returncode}, no figures\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{what} on {root}: exit status {proc.returncode}, no figures\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout[marker:].splitlines()[0])
 
 
@@ -186,12 +195,15 @@ def bench(root: str, n: int, changed: float, env: dict[str, str]) -> None:
         print(f"\n{n:,} synthetic documents written in {time.perf_counter() - t:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
         shutil.copytree(root, fresh)
     print(f"{'round':<28}{'wall s':>8}{'CPU s':>8}{'score s':>9}{'dispatch s':>11}{'Prefect %':>11}{'ms/doc':>8}{'peak MB':>9}")
-    for round_id in (1, 2):
-        label = "round 1 (full)"
-        if round_id == 2:
-            label = f"round 2 ({vote_on_changed(root, changed):,} docs changed)"
-        r = run_round(root, round_id, env)
-        own = {stage: own_seconds(root, pattern, round_id) for stage, pattern in STAGES.items()}
+    for what in ("1", "2", "maintain", "3"):
+        if what == "maintain":
+            r = run_flow(root, what, env)
+            print(f"{'weekly maintenance':<28}{r['wall_s']:8.1f}{r['cpu_s']:8.1f}{'':>9}{'':>11}{'':>11}{1000 * r['wall_s'] / n:8.2f}"
+                  f"{r['peak_kib'] / 1024:9.0f}")
+            continue
+        label = "round 1 (full)" if what == "1" else f"round {what} ({vote_on_changed(root, changed, int(what), seed=int(what) - 1):,} docs changed)"
+        r = run_flow(root, what, env)
+        own = {stage: own_seconds(root, pattern, int(what)) for stage, pattern in STAGES.items()}
         print(f"{label:<28}{r['wall_s']:8.1f}{r['cpu_s']:8.1f}{own['score']:9.1f}{own['dispatch']:11.1f}{100 * (1 - sum(own.values()) / r['wall_s']):11.1f}"
               f"{1000 * r['wall_s'] / n:8.2f}{r['peak_kib'] / 1024:9.0f}")
 
