@@ -20,6 +20,7 @@ from flows.review import dispatch_reviews, ingest_verdicts
 from flows.runtime import open_lake, timestamp, warm_embedder
 from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
+from grace_core.errors import RoundOutOfOrder
 from storage.review_files import OUTBOX
 
 
@@ -77,9 +78,14 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     artifact while it runs, one summary line per stage, the round report (after dispatch, so its
     deferrals are counted) and where the review packets are."""
     settings = params.settings()
+    following = next_round(settings)
+    round_id = params.round_id or following
+    if round_id > following:
+        skipped = f"round {following}" if round_id == following + 1 else f"rounds {following}–{round_id - 1}"
+        raise RoundOutOfOrder(f"round {round_id} would skip {skipped}: the next round of lake {settings.lake} is {following} "
+                              "(leave the round empty to run it; a round already run may be run again)")
     warm_embedder(settings)
     logger = get_run_logger()
-    round_id = params.round_id or next_round(settings)
     logger.info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)
     stage = StageParams(**params.model_dump(include=set(StageParams.model_fields) - {"round_id", "now"}), round_id=round_id,
                         now=timestamp(params.now))

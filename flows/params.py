@@ -126,7 +126,9 @@ class StageParams(DispatchParams, BuildParams, ScoreParams, VerdictParams):
 
 
 class _Round(BaseModel):
-    round_id: int | None = override("Round to run; the one after the last finished round when empty.", ge=1)
+    round_id: int | None = override(
+        "Round to run; the one after the last finished round when empty. A finished round may be run again (it changes "
+        "nothing); a later one would skip rounds and is refused.", ge=1)
 
 
 class RoundParams(_Budget, _Rescore, InboxOptions, ModelOptions, _Round):

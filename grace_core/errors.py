@@ -17,6 +17,11 @@ class InvalidVerdicts(GraceError):
     """A verdict table has unknown values or misses required columns."""
 
 
+class RoundOutOfOrder(GraceError):
+    """A round asked for would skip rounds: each document's latest scores are those of its highest
+    round, so a round run after a higher one would be shadowed by older scores."""
+
+
 class LakeError(GraceError):
     """The lake cannot be reached, read or written (bad root, missing bucket, unreadable files,
     a table written with another schema version)."""

@@ -22,7 +22,7 @@ from grace_core.errors import LakeError
 def round_(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
     budget: Optional[float] = typer.Option(None, "--budget", min=0, help="Review budget of this round (default: GRACE_BUDGET or 3.0)."),
-    round_id: Optional[int] = typer.Option(None, "--round", min=1, help="Round to run (default: the one after the last dispatched round)."),
+    round_id: Optional[int] = typer.Option(None, "--round", min=1, help="Round to run (default: the one after the last dispatched round; a round already run may be run again, none may be skipped)."),
     rescore_all: bool = typer.Option(False, "--rescore-all", help="Rescore every document, not only those whose state changed since their last scoring."),
 ) -> None:
     """Run one expansion round now — verdicts in, build, settle (decide, promote, cascade),
@@ -46,4 +46,4 @@ def round_(
         with console.status(f"expansion round on {target.uri} ({where})…"):
             metrics = expansion_round(RoundParams(round_id=round_id, lake=target.uri, budget=budget, rescore_all=rescore_all or None))
     console.print(metrics_table(metrics))
-    console.print(f"round {metrics[-1]['round']} done on lake {target.uri}")
+    console.print(f"round {round_id or metrics[-1]['round']} done on lake {target.uri}")

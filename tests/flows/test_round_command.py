@@ -23,7 +23,7 @@ SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_ingest_then_round_runs_one_round_per_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ingest_then_round_runs_one_round_per_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("GRACE_HALLUCINATION_RATE", "0.2")
     lake = str(tmp_path / "lake")
     ingested = RUNNER.invoke(app, ["ingest", str(SAMPLE), "--lake", lake, "--prior-sections", "Abstract,Introduction"])
@@ -39,6 +39,19 @@ def test_ingest_then_round_runs_one_round_per_call(tmp_path: Path, monkeypatch: 
     assert rows[1]["n_pending"] == 0  # the verifier's votes of round 1 were decided in round 2's settle step
     stages = Lake.open(LakeConfig(lake=lake)).read("rounds", columns=["round", "stage"]).unique().sort("round", "stage").rows()
     assert {s for r, s in stages if r == 2} >= {"score", "dispatch", "verify"}  # nothing new to build
+
+    # a round already run may be run again (it changes nothing); a later one would skip a round
+    before = Lake.open(LakeConfig(lake=lake)).query("SELECT * FROM round_metrics ORDER BY round")
+    again = RUNNER.invoke(app, ["round", "--lake", lake, "--round", "1"])
+    assert again.exit_code == 0 and "round 1 done" in again.stdout, again.output
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["grace", "round", "--lake", lake, "--round", "4"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err, err
+    assert f"round 4 would skip round 3: the next round of lake {lake} is 3" in err
+    assert Lake.open(LakeConfig(lake=lake)).query("SELECT * FROM round_metrics ORDER BY round").equals(before)
 
 
 def test_round_on_a_lake_without_documents_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
