@@ -54,18 +54,15 @@ class Compaction:
     files_added: int
 
 
-def _unsorted_partitions(dt: DeltaTable, partitioned: bool) -> list[str] | None:
-    """The round partitions of a table keyed by document that hold more than one file (``[""]``
-    for an unpartitioned table that does), or ``None`` when every partition is one file already:
-    each commit writes its rows in document order, and so does a sort, so a partition of one file
-    is sorted and is left alone (a sort of every partition would rewrite the whole lake every
-    time, and make the same compaction run twice commit twice)."""
+def _crowded_partitions(dt: DeltaTable, partitioned: bool) -> list[str]:
+    """The round partitions of the table that hold more than one file (``[""]``: the whole of an
+    unpartitioned table that does). Each commit writes its rows in document order, and so does a
+    sort, so a partition of one file is sorted already and is left alone: sorting every
+    partition would rewrite the whole lake each time, and a second run would commit again."""
     actions = pa.table(dt.get_add_actions(flatten=True))
-    if not partitioned:
-        return [""] if actions.num_rows > 1 else None
-    files = Counter(str(r) for r in actions.column("partition.round").to_pylist())
-    crowded = sorted((r for r, n in files.items() if n > 1), key=int)
-    return crowded or None
+    parts = actions.column("partition.round").to_pylist() if partitioned else [""] * actions.num_rows
+    files = Counter(str(r) for r in parts)
+    return sorted((r for r, n in files.items() if n > 1), key=lambda r: int(r or 0))
 
 
 def compact(lake: Lake) -> list[Compaction]:
@@ -80,10 +77,11 @@ def compact(lake: Lake) -> list[Compaction]:
             done = CommitProperties(custom_metadata={"grace.operation": "compact"})
             if rel not in by_document:
                 return dt.optimize.compact(writer_properties=writer_properties(), commit_properties=done)
-            rounds = _unsorted_partitions(dt, by_document[rel])
-            if rounds is None:
+            partitioned = by_document[rel]
+            crowded = _crowded_partitions(dt, partitioned)
+            if not crowded:
                 return {"numFilesRemoved": 0, "numFilesAdded": 0}
-            return dt.optimize.z_order(["doc_id"], partition_filters=[(ROUND, "in", rounds)] if by_document[rel] else None,
+            return dt.optimize.z_order(["doc_id"], partition_filters=[(ROUND, "in", crowded)] if partitioned else None,
                                        writer_properties=writer_properties(), max_spill_size=SORT_MEMORY_BYTES,
                                        commit_properties=done)
 
