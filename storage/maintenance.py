@@ -8,8 +8,8 @@
   groups of the documents it asks for. Plain ``optimize.compact`` concatenates the files, so a
   row group of the result spans documents from all over the key space and a read of 50
   documents' edges decoded nearly every row group (1.6–1.9 s on a lake of 10,000 documents,
-  0.25 s once sorted). Only the partitions of more than one file are sorted: one file is
-  sorted already. The other tables get ``optimize.compact``, which leaves single files alone.
+  0.25 s once sorted). Only the partitions whose files' ``doc_id`` ranges overlap, or that hold
+  small files to merge, are sorted (a partition sorted before is left alone). The other tables get ``optimize.compact``, which leaves single files alone.
 - :func:`vacuum` deletes, per table, the files no version within the retention names: files
   that compaction replaced, and the files of writers killed before their Delta commit (and the
   Parquet files of a migrated earlier-format lake), once they are older than the retention.
@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -36,6 +36,12 @@ from storage.delta_tables import first_line, retry_conflicts, table_rel, writer_
 from storage.lake import Lake
 from storage.schemas import ROUND, TABLES
 
+TARGET_FILE_BYTES = 100 * 2**20
+"""Size of the files compaction aims at (Delta's default target; the files written come out
+smaller, compressed)."""
+SMALL_FILE_SHARE = 8
+"""A file under 1/8 of the target is small: a partition with two of them is compacted again.
+(A sort's files come out under the target, by the compression, but not that far under.)"""
 SORT_MEMORY_BYTES = 256 * 2**20
 """Memory the sort of a table keyed by document may hold before it spills to disk (a 9M-row
 edges partition sorted at a peak RSS of 0.56 GB, 1.2 GB unbounded)."""
@@ -54,20 +60,44 @@ class Compaction:
     files_added: int
 
 
-def _crowded_partitions(dt: DeltaTable, partitioned: bool) -> list[str]:
-    """The round partitions of the table that hold more than one file (``[""]``: the whole of an
-    unpartitioned table that does). Each commit writes its rows in document order, and so does a
-    sort, so a partition of one file is sorted already and is left alone: sorting every
-    partition would rewrite the whole lake each time, and a second run would commit again."""
+def _unsorted_partitions(dt: DeltaTable, partitioned: bool, target_bytes: int) -> list[str]:
+    """The round partitions of a table keyed by document to sort (``[""]``: the whole of an
+    unpartitioned table): those with two files whose ``doc_id`` ranges overlap, by the statistics
+    of the table's log, or with two small files to merge (:data:`SMALL_FILE_SHARE`). Each commit
+    writes its rows in document order, and a sort writes its files of about the target size one
+    after the other in that order, so any other partition is sorted and compact already and is left
+    alone: sorting every partition would rewrite the whole lake each time, and a second run
+    would commit again. The log's string statistics are bounds (a long minimum is cut short, a long
+    maximum is cut and raised), so the test can only take a sorted partition for an unsorted
+    one, never the other way round; a file without statistics counts as overlapping."""
     actions = pa.table(dt.get_add_actions(flatten=True))
     parts = actions.column("partition.round").to_pylist() if partitioned else [""] * actions.num_rows
-    files = Counter(str(r) for r in parts)
-    return sorted((r for r, n in files.items() if n > 1), key=lambda r: int(r or 0))
+    names = actions.column_names
+    lows = actions.column("min.doc_id").to_pylist() if "min.doc_id" in names else [None] * actions.num_rows
+    highs = actions.column("max.doc_id").to_pylist() if "max.doc_id" in names else [None] * actions.num_rows
+    sizes = actions.column("size_bytes").to_pylist()
+    ranges: dict[str, list[tuple[str | None, str | None]]] = defaultdict(list)
+    small: Counter[str] = Counter()
+    for part, low, high, size in zip(parts, lows, highs, sizes, strict=True):
+        ranges[str(part)].append((low, high))
+        small[str(part)] += size * SMALL_FILE_SHARE < target_bytes
+    return sorted((p for p, rs in ranges.items() if small[p] > 1 or _overlap(rs)), key=lambda p: int(p or 0))
 
 
-def compact(lake: Lake) -> list[Compaction]:
-    """Compact every table (see the module docstring); retried when a writer commits meanwhile.
-    A second run with no commit in between changes nothing."""
+def _overlap(ranges: list[tuple[str | None, str | None]]) -> bool:
+    """Whether two of the ``(min, max)`` ranges overlap (touching ends do not; unknown ends do)."""
+    if len(ranges) < 2:
+        return False
+    if any(low is None or high is None for low, high in ranges):
+        return True
+    ordered = sorted(ranges)
+    return any(low < high_before for (_, high_before), (low, _) in zip(ordered, ordered[1:]))
+
+
+def compact(lake: Lake, *, target_bytes: int = TARGET_FILE_BYTES) -> list[Compaction]:
+    """Compact every table into files of about ``target_bytes`` (see the module docstring);
+    retried when a writer commits meanwhile. A second run with no commit in between changes
+    nothing."""
     out = []
     by_document = {table_rel(spec.name): spec.partitioned for spec in TABLES.values() if spec.key[:1] == ("doc_id",)}
     for rel in _table_rels(lake):
@@ -76,12 +106,12 @@ def compact(lake: Lake) -> list[Compaction]:
             assert dt is not None  # listed just before; tables are never dropped
             done = CommitProperties(custom_metadata={"grace.operation": "compact"})
             if rel not in by_document:
-                return dt.optimize.compact(writer_properties=writer_properties(), commit_properties=done)
+                return dt.optimize.compact(target_size=target_bytes, writer_properties=writer_properties(), commit_properties=done)
             partitioned = by_document[rel]
-            crowded = _crowded_partitions(dt, partitioned)
-            if not crowded:
+            unsorted = _unsorted_partitions(dt, partitioned, target_bytes)
+            if not unsorted:
                 return {"numFilesRemoved": 0, "numFilesAdded": 0}
-            return dt.optimize.z_order(["doc_id"], partition_filters=[(ROUND, "in", crowded)] if partitioned else None,
+            return dt.optimize.z_order(["doc_id"], partition_filters=[(ROUND, "in", unsorted)] if partitioned else None, target_size=target_bytes,
                                        writer_properties=writer_properties(), max_spill_size=SORT_MEMORY_BYTES,
                                        commit_properties=done)
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import boto3
+import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
@@ -60,6 +61,28 @@ def test_compaction_writes_a_table_keyed_by_document_in_document_order(local_con
     [done] = [c for c in compact(lake) if c.table == table_rel("claims")]
     assert (done.files_removed, done.files_added) == (2, 1)  # round 2's partition only: round 1's one file is sorted
     assert compacted in files_of(lake, "claims")
+
+
+def test_compaction_sorts_only_partitions_out_of_order_or_of_small_files(local_config: LakeConfig) -> None:
+    """A sort's files follow each other in document order: the next compaction leaves them alone
+    (here files of about 6 KB for a target of 20 KB). Small files that do not overlap are merged."""
+    lake = Lake.open(local_config)
+    for i in range(4):  # 40 documents in each commit: the files overlap
+        lake.commit(f"c{i}", {"claims": claims(40, 100, 1, prefix=f"s{i}-")})
+    [done] = [c for c in compact(lake, target_bytes=20_000) if c.table == table_rel("claims")]
+    assert done.files_removed == 4 and done.files_added > 4  # files of the target size, in document order
+    sorted_files = files_of(lake, "claims")
+    ranges = [(t["doc_id"][0].as_py(), t["doc_id"][-1].as_py()) for t in map(pq.read_table, sorted_files)]
+    ranges.sort()
+    assert all(low >= high for (_, high), (low, _) in zip(ranges, ranges[1:]))
+    assert all(c.files_removed == 0 for c in compact(lake, target_bytes=20_000))
+    assert files_of(lake, "claims") == sorted_files
+
+    other = Lake.open(local_config.model_copy(update={"lake": local_config.lake + "-disjoint"}))
+    for i in range(3):  # documents of their own in each commit: small files that do not overlap
+        other.commit(f"d{i}", {"claims": claims(1, 3, 1, prefix=f"d{i}-").with_columns(doc_id=pl.lit(f"doc{i}"))})
+    [done] = [c for c in compact(other, target_bytes=20_000) if c.table == table_rel("claims")]
+    assert (done.files_removed, done.files_added) == (3, 1)
 
 
 def test_vacuum_deletes_old_files_no_version_names_and_nothing_else(local_config: LakeConfig) -> None:
