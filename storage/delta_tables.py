@@ -374,15 +374,24 @@ def _row_groups_holding(fragment: ds.ParquetFileFragment, column: str, wanted: l
     last value asked for, and a file holds documents from all over the key space (content-hash
     ids; a compacted partition) in row groups of consecutive documents: 500 of 10,000
     documents' edges from a compacted lake took 2.2 s that way, 0.6 s with the row groups chosen
-    here. For fewer values Arrow's own pruning is faster than reading the statistics in Python."""
-    fragment.ensure_complete_metadata()
+    here. For fewer values Arrow's own pruning is faster than reading the statistics in Python.
+    The statistics are read from the file's Parquet metadata, of ``column`` only (Arrow's
+    ``row_groups`` converts every column's: 1.4 s instead of 0.2 s for the 21,000 row groups of
+    a 100,000-document lake's edges)."""
+    metadata = fragment.metadata
+    if not metadata.num_row_groups:
+        return []
+    first = metadata.row_group(0)
+    index = next((j for j in range(first.num_columns) if first.column(j).path_in_schema == column), None)
+    if index is None:
+        return None
     groups = []
-    for group in fragment.row_groups:
-        stats = (group.statistics or {}).get(column)
-        if not stats or stats.get("min") is None or stats.get("max") is None:
+    for i in range(metadata.num_row_groups):
+        stats = metadata.row_group(i).column(index).statistics
+        if stats is None or not stats.has_min_max:
             return None
-        if bisect.bisect_left(wanted, stats["min"]) < bisect.bisect_right(wanted, stats["max"]):
-            groups.append(group.id)
+        if bisect.bisect_left(wanted, stats.min) < bisect.bisect_right(wanted, stats.max):
+            groups.append(i)
     return groups
 
 
