@@ -42,8 +42,9 @@ built / wall. The machine is shared: the load average is printed with every row,
 the CPU seconds the build took in the child (all its threads; the Prefect server and the model
 server run elsewhere): on a loaded machine the wall time is about what share of the cores
 those seconds got. The figures measured so far, and where the time goes, are in
-docs/development.md (bench_model_stage): on the shared 2-core machine, 0.88–0.90 at 1 call in
-flight and at best 0.68–0.71 at 8 and 32 (5 papers), the build being CPU-bound there.
+docs/development.md (bench_model_stage): on 2-core machines, 0.88–0.91 at 1 call in flight;
+at 8 and 32, 0.78–0.79 where the embedder runs in float32 and 0.60–0.71 where it runs in
+bfloat16 (5 papers; 0.77 for 100 papers at 32), the build being CPU-bound there.
 """
 
 from __future__ import annotations
