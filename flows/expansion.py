@@ -20,7 +20,7 @@ from flows.review import dispatch_reviews, ingest_verdicts
 from flows.runtime import open_lake, timestamp, warm_embedder
 from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
-from grace_core.errors import RoundOutOfOrder
+from grace_core.round import round_to_run
 from storage.review_files import OUTBOX
 
 
@@ -78,12 +78,7 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     artifact while it runs, one summary line per stage, the round report (after dispatch, so its
     deferrals are counted) and where the review packets are."""
     settings = params.settings()
-    following = next_round(settings)
-    round_id = params.round_id or following
-    if round_id > following:
-        skipped = f"round {following}" if round_id == following + 1 else f"rounds {following}–{round_id - 1}"
-        raise RoundOutOfOrder(f"round {round_id} would skip {skipped}: the next round of lake {settings.lake} is {following} "
-                              "(leave the round empty to run it; a round already run may be run again)")
+    round_id = round_to_run(params.round_id, next_round(settings), settings.lake)
     warm_embedder(settings)
     logger = get_run_logger()
     logger.info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)

@@ -20,7 +20,7 @@ def compact_and_vacuum(lake: Lake, retention_hours: int) -> list[str]:
     """One line per table compacted, then the vacuum's summary. Retried on I/O errors: a
     compaction already done is not done again."""
     compactions, report = maintain(lake, retention_hours=retention_hours)
-    lines = [f"{c.table}: {c.files_removed} file(s) compacted into {c.files_added}" for c in compactions if c.files_removed]
+    lines = [c.summary() for c in compactions if c.files_removed]
     return [*lines, f"compacted {len(lines)} table(s); {report.summary()} (lake {lake.uri})"]
 
 

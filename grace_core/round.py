@@ -29,6 +29,7 @@ import polars as pl
 
 from grace_core.decisions import decide, decided, settled
 from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS, validate_edges
+from grace_core.errors import RoundOutOfOrder
 from grace_core.models.factory import ModelRoles
 from grace_core.params import ScoringParams
 from grace_core.promotion import Promotion, promote
@@ -40,6 +41,19 @@ from grace_core.status import BOUNDARY
 
 VOTE_COLUMNS = ("doc_id", "claim_id", "reviewer", "verdict")
 SOURCE_COLUMNS = {"doc_id": pl.Utf8, "source_id": pl.Utf8, "source_kind": pl.Utf8, "text": pl.Utf8, "claim_id": pl.Utf8}
+
+
+def round_to_run(asked: int | None, following: int, where: str) -> int:
+    """The round to run: ``asked``, else ``following`` (the one after the last dispatched round
+    of the lake ``where``). A round already run may be run again (it changes nothing); one after
+    ``following`` would skip rounds, and each document's latest scores are those of its highest
+    round, so a skipped round run later would be shadowed: :class:`RoundOutOfOrder`."""
+    round_id = asked or following
+    if round_id > following:
+        skipped = f"round {following}" if round_id == following + 1 else f"rounds {following}–{round_id - 1}"
+        raise RoundOutOfOrder(f"round {round_id} would skip {skipped}: the next round of lake {where} is {following} "
+                              "(leave the round empty to run it; a round already run may be run again)")
+    return round_id
 
 
 def claim_texts(claims: pl.DataFrame) -> pl.DataFrame:

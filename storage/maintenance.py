@@ -59,6 +59,9 @@ class Compaction:
     files_removed: int
     files_added: int
 
+    def summary(self) -> str:
+        return f"{self.table}: {self.files_removed} file(s) compacted into {self.files_added}"
+
 
 def _unsorted_partitions(dt: DeltaTable, partitioned: bool, target_bytes: int) -> list[str]:
     """The round partitions of a table keyed by document to sort (``[""]``: the whole of an

@@ -8,11 +8,12 @@ import polars as pl
 import pytest
 
 from grace_core.edges import validate_edges
-from grace_core.errors import InvalidVerdicts
+from grace_core.errors import InvalidVerdicts, RoundOutOfOrder
 from grace_core.metrics import grounding_precision, round_metrics
 from grace_core.params import ScoringParams
 from grace_core.decisions import decide
 from grace_core.promotion import cascade_candidates, cascade_edges, promote
+from grace_core.round import round_to_run
 from grace_core.retrieval import passage_closeness, retrieval_scores, top_passages
 from grace_core.scoring import score_edges
 from grace_core.selection import prior_distance, review_cost, select_for_review
@@ -233,3 +234,13 @@ def test_prior_distances_embed_nothing_for_a_document_without_priors() -> None:
     got = prior_distances(claims, priors, seen)
     assert got["prior_distance"].to_list() == pytest.approx([0.0, 1.0, 1.0])
     assert sorted(seen.texts) == ["A cat.", "A dog.", "The cat sat."]  # b's claim never embedded
+
+
+def test_a_round_may_be_run_again_but_never_skip_one() -> None:
+    assert round_to_run(None, 3, "./lake") == 3  # the next round by default
+    assert round_to_run(3, 3, "./lake") == 3 and round_to_run(1, 3, "./lake") == 1  # the next one, or one run before
+    with pytest.raises(RoundOutOfOrder, match="round 4 would skip round 3: the next round of lake ./lake is 3"):
+        round_to_run(4, 3, "./lake")
+    with pytest.raises(RoundOutOfOrder, match="round 9 would skip rounds 3–8"):
+        round_to_run(9, 3, "./lake")
+

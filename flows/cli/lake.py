@@ -143,7 +143,7 @@ def compact(
     compactions, report = maintain(target, retention_hours=settings.vacuum_retention_hours)
     for c in compactions:
         if c.files_removed:
-            print(f"{c.table}: {c.files_removed} file(s) compacted into {c.files_added}")
+            print(c.summary())
     print(f"compacted; {report.summary()} (lake {target.uri})")
 
 
