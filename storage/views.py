@@ -139,19 +139,23 @@ DERIVED_VIEWS: dict[str, str] = {
         -- response claims first decomposed after the scoring that holds them count from their
         -- first round on, until the document's next scoring (a round's pipeline rescores such a
         -- document, so this is empty there): candidates are the response rows between two
-        -- scorings, and of those the claims with no response row up to the scoring
+        -- scorings, and of those the claims with no response row up to the scoring. The
+        -- source_kind tests name the other side of the join (always true there) so that DuckDB
+        -- cannot push them into the claims scan: it then reckons with every claim row and hashes
+        -- the small side, not the claims (at 100,000 documents, 20M response rows: 1.4 GB of
+        -- hash table and 2.7 s, against 80 MB and 0.7 s streamed)
         late_rows AS (
             SELECT c.doc_id, c.claim_id, g.round AS scored_round, g.next_round, min(c.round) AS first_round
             FROM claims c
             JOIN scorings g ON g.doc_id = c.doc_id AND c.round > g.round AND (g.next_round IS NULL OR c.round < g.next_round)
-            WHERE c.source_kind = 'response'
+            WHERE (c.source_kind = 'response') = (g.round IS NOT NULL)
             GROUP BY ALL
         ),
         earlier AS (
             SELECT DISTINCT l.doc_id, l.claim_id, l.scored_round
             FROM late_rows l
             JOIN claims e ON e.doc_id = l.doc_id AND e.claim_id = l.claim_id AND e.round <= l.scored_round
-            WHERE e.source_kind = 'response'
+            WHERE (e.source_kind = 'response') = (l.scored_round IS NOT NULL)
         ),
         late_responses AS (
             SELECT r.round, count(*) AS n_response_claims, count(*) FILTER (WHERE s.status = 'grounded') AS n_grounded_response_claims
