@@ -141,9 +141,9 @@ DERIVED_VIEWS: dict[str, str] = {
         -- document, so this is empty there): candidates are the response rows between two
         -- scorings, and of those the claims with no response row up to the scoring. The
         -- source_kind tests name the other side of the join (always true there) so that DuckDB
-        -- cannot push them into the claims scan: it then reckons with every claim row and hashes
-        -- the small side, not the claims (at 100,000 documents, 20M response rows: 1.4 GB of
-        -- hash table and 2.7 s, against 80 MB and 0.7 s streamed)
+        -- cannot push them into the claims scan: it then reckons with every claim row, tens per
+        -- document, and hashes the scorings, not the claims (at 100,000 documents, 20M response
+        -- rows: 1.4 GB of hash table and 2.7 s, against 80 MB and 0.7 s streamed)
         late_rows AS (
             SELECT c.doc_id, c.claim_id, g.round AS scored_round, g.next_round, min(c.round) AS first_round
             FROM claims c

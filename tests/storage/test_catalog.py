@@ -21,7 +21,7 @@ import pytest
 
 from flows.score import COUNTS_COMPLETE, fill_scoring_counts
 from grace_core.errors import LakeError
-from grace_core.metrics import round_metrics as core_round_metrics
+from grace_core.metrics import SCORING_COUNTS, round_metrics as core_round_metrics
 from grace_core.decisions import decide
 import storage.catalog as catalog_module
 from storage.catalog import build_catalog
@@ -446,6 +446,43 @@ def test_round_metrics_equal_the_state_as_of_each_round_over_many_rounds(tmp_pat
         assert {k: got[k] for k in counts} == counts, r
         assert got["pcr"] == pytest.approx(want["n_grounded_response"] / want["n_response_claims"] if want["n_response_claims"] else None), r
     assert sum(m["n_cascade"] for m in expected.values()) > 0  # the case is exercised
+
+
+def hashed_scans(node: dict) -> list[dict]:
+    """The scans each hash join of a DuckDB JSON plan builds its table from: its right input,
+    followed down through single-input operators."""
+    found = []
+    if node.get("name") == "HASH_JOIN" and len(node.get("children", [])) == 2:
+        side = node["children"][1]
+        while len(side.get("children", [])) == 1 and side.get("name") not in ("HASH_JOIN", "HASH_GROUP_BY"):
+            side = side["children"][0]
+        if side.get("name") == "READ_PARQUET":
+            found.append(side)
+    for child in node.get("children", []):
+        found += hashed_scans(child)
+    return found
+
+
+def test_round_metrics_streams_the_claims_through_its_joins(tmp_path: Path) -> None:
+    # a nightly lake's shape: many claims per document, of priors and responses, and one large
+    # scoring then small ones, so that DuckDB estimates the scoring_counts scan (its first file's
+    # rows times its files) above the claims scan once filtered by source_kind: it used to hash
+    # the claims (at 100,000 documents: 20M rows, 1.4 GB, once over the SQL memory limit).
+    # Unfiltered, the claims scan is estimated above the scorings, which are hashed instead
+    lake = Lake.open(LakeConfig(lake=str(tmp_path / "lake")))
+    docs = [f"d{i:04d}" for i in range(2000)]
+    counts = lambda d, r: {"doc_id": d, "round": r, **dict.fromkeys(SCORING_COUNTS, 1)}  # noqa: E731
+    claim_rows = [claim(d, f"{d}-c{k}", 1, "prior" if k % 2 else "response") for d in docs for k in range(50)]
+    lake.commit("round1", {"claims": pl.DataFrame(claim_rows),
+                           "scoring_counts": pl.DataFrame([counts(d, 1) for d in docs])})
+    for r in range(2, 16):
+        lake.commit(f"round{r}", {"scoring_counts": pl.DataFrame([counts(docs[r], r)])})
+    assert lake.query("SELECT n_documents FROM round_metrics ORDER BY round")["n_documents"].to_list() == [2000] * 15
+    with duckdb.connect(str(lake.store.catalog_path), read_only=True) as con:
+        plan = json.loads(con.sql("EXPLAIN (FORMAT json) SELECT * FROM round_metrics").fetchall()[0][1])
+    hashed = [scan for root in plan for scan in hashed_scans(root)]
+    assert hashed, "the plan has hash joins over scans"
+    assert not [scan for scan in hashed if "source_kind" in json.dumps(scan)], "a claims scan is hashed"
 
 
 def stage_row(rnd: int) -> dict:
