@@ -12,6 +12,7 @@ import polars as pl
 from flows.settings import GraceSettings
 from grace_core.models.factory import ModelRoles, build_roles, embeds_offline
 from grace_core.models.offline_embedder import OfflineEmbedder
+from grace_core.scoring import load_compiled
 from storage.lake import Lake
 from storage.llm_cache import LakeCallCache
 
@@ -29,24 +30,33 @@ def roles_with_cache(settings: GraceSettings, lake: Lake, round_id: int) -> tupl
     return roles, cache
 
 
-def warm_embedder(settings: GraceSettings) -> threading.Thread | None:
-    """Start loading the process's offline embedder (≈ 1.5 CPU s: torch and the model) on a thread
-    when the round's chunk tasks run in this process (the thread runner) and embed offline, so
-    the round's first stages and reads overlap the load; a task that needs the embedder meanwhile
-    waits for this load instead of making its own (:func:`~grace_core.models.offline_embedder.load_sentence_model`).
-    Returns the thread (None when nothing is loaded here). A failed load is left to the task
-    that needs the embedder, which raises it as it would have without the warm-up. The thread is
-    not a daemon: the interpreter never exits halfway through loading torch."""
-    if not embeds_offline(settings) or settings.task_runner != "thread" or settings.dask_address:
-        return None
+def warm_up(settings: GraceSettings) -> list[threading.Thread]:
+    """Start loading, each on a thread, what the round's chunk tasks load first when they run in
+    this process (the thread runner): the offline embedder when it embeds offline (≈ 1.5 CPU s:
+    torch and the model), and the scoring kernels (:func:`~grace_core.scoring.load_compiled`:
+    numba's compiled functions from its disk cache and graph-tool, ≈ 1.5 s). The round's first
+    stages and reads overlap the loads, which otherwise sat on the score chunks' path; a task that
+    needs the embedder meanwhile waits for this load instead of making its own
+    (:func:`~grace_core.models.offline_embedder.load_sentence_model`), and imports wait for the
+    import in progress. Returns the threads (none when the tasks run elsewhere). A failed load is
+    left to the task that needs it, which raises it as it would have without the warm-up. The
+    threads are not daemons: the interpreter never exits halfway through loading torch."""
+    if settings.task_runner != "thread" or settings.dask_address:
+        return []
 
-    def load() -> None:
+    def load_embedder() -> None:
         with contextlib.suppress(Exception):
             OfflineEmbedder.from_config(settings)
 
-    thread = threading.Thread(target=load, name="grace-embedder-load")
-    thread.start()
-    return thread
+    def load_scoring() -> None:
+        with contextlib.suppress(Exception):
+            load_compiled()
+
+    loads = {"grace-scoring-load": load_scoring} | ({"grace-embedder-load": load_embedder} if embeds_offline(settings) else {})
+    threads = [threading.Thread(target=load, name=name) for name, load in loads.items()]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def timestamp(now: datetime | None) -> datetime:
