@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import polars as pl
@@ -44,16 +45,14 @@ def warm_up(settings: GraceSettings) -> list[threading.Thread]:
     if settings.task_runner != "thread" or settings.dask_address:
         return []
 
-    def load_embedder() -> None:
+    def quietly(load: Callable[[], object]) -> None:
         with contextlib.suppress(Exception):
-            OfflineEmbedder.from_config(settings)
+            load()
 
-    def load_scoring() -> None:
-        with contextlib.suppress(Exception):
-            load_compiled()
-
-    loads = {"grace-scoring-load": load_scoring} | ({"grace-embedder-load": load_embedder} if embeds_offline(settings) else {})
-    threads = [threading.Thread(target=load, name=name) for name, load in loads.items()]
+    loads: dict[str, Callable[[], object]] = {"grace-scoring-load": load_compiled}
+    if embeds_offline(settings):
+        loads["grace-embedder-load"] = lambda: OfflineEmbedder.from_config(settings)
+    threads = [threading.Thread(target=quietly, args=(load,), name=name) for name, load in loads.items()]
     for thread in threads:
         thread.start()
     return threads

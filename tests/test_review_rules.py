@@ -243,4 +243,3 @@ def test_a_round_may_be_run_again_but_never_skip_one() -> None:
         round_to_run(4, 3, "./lake")
     with pytest.raises(RoundOutOfOrder, match="round 9 would skip rounds 3–8"):
         round_to_run(9, 3, "./lake")
-
