@@ -16,7 +16,7 @@ from prefect.futures import wait
 
 from flows.params import BuildParams
 from flows.queries import question_responses
-from flows.runtime import open_lake, roles_with_cache, stage_row, timestamp
+from flows.runtime import open_lake, roles_with_cache, stage_row, timestamp, warm_up
 from flows.settings import GraceSettings
 from flows.tasks import grace_task
 from grace_core.build import build_documents
@@ -83,6 +83,8 @@ def build_graphs(params: BuildParams) -> dict:
     settings = params.settings()
     logger = get_run_logger()
     doc_ids = new_documents(settings)
+    if doc_ids:
+        warm_up(settings, kernels=False)  # the build embeds; it scores nothing
     n = settings.docs_per_task
     chunks = [doc_ids[i:i + n] for i in range(0, len(doc_ids), n)]
     now = timestamp(params.now)

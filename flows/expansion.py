@@ -17,7 +17,7 @@ from flows.build import build_graphs
 from flows.ingest import watch_inbox
 from flows.params import InboxOptions, RoundParams, StageParams
 from flows.review import dispatch_reviews, ingest_verdicts
-from flows.runtime import open_lake, timestamp, warm_up
+from flows.runtime import open_lake, timestamp
 from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
 from grace_core.round import round_to_run
@@ -79,7 +79,6 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     deferrals are counted) and where the review packets are."""
     settings = params.settings()
     round_id = round_to_run(params.round_id, next_round(settings), settings.lake)
-    warm_up(settings)
     logger = get_run_logger()
     logger.info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)
     stage = StageParams(**params.model_dump(include=set(StageParams.model_fields) - {"round_id", "now"}), round_id=round_id,

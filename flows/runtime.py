@@ -31,12 +31,15 @@ def roles_with_cache(settings: GraceSettings, lake: Lake, round_id: int) -> tupl
     return roles, cache
 
 
-def warm_up(settings: GraceSettings) -> list[threading.Thread]:
-    """Start loading, each on a thread, what the round's chunk tasks load first when they run in
+def warm_up(settings: GraceSettings, *, kernels: bool = True) -> list[threading.Thread]:
+    """Start loading, each on a thread, what a stage's chunk tasks load first when they run in
     this process (the thread runner): the offline embedder when it embeds offline (≈ 1.5 CPU s:
-    torch and the model), and the scoring kernels (:func:`~grace_core.scoring.load_compiled`:
-    numba's compiled functions from its disk cache and graph-tool, ≈ 1.5 s). The round's first
-    stages and reads overlap the loads, which otherwise sat on the score chunks' path; a task that
+    torch and the model), and with ``kernels`` the scoring kernels
+    (:func:`~grace_core.scoring.load_compiled`: numba's compiled functions from its disk cache and
+    graph-tool, ≈ 1.5 s). The stage flows call it once they know they have chunks to run, so
+    the chunks' reads (Arrow, which releases the GIL) overlap the loads, which otherwise sat on
+    the chunks' path; started with the round, the loads' imports held the GIL against Prefect's
+    own work and the round gained nothing (see docs/development.md, stop 30). A task that
     needs the embedder meanwhile waits for this load instead of making its own
     (:func:`~grace_core.models.offline_embedder.load_sentence_model`), and imports wait for the
     import in progress. Returns the threads (none when the tasks run elsewhere). A failed load is
@@ -49,7 +52,7 @@ def warm_up(settings: GraceSettings) -> list[threading.Thread]:
         with contextlib.suppress(Exception):
             load()
 
-    loads: dict[str, Callable[[], object]] = {"grace-scoring-load": load_compiled}
+    loads: dict[str, Callable[[], object]] = {"grace-scoring-load": load_compiled} if kernels else {}
     if embeds_offline(settings):
         loads["grace-embedder-load"] = lambda: OfflineEmbedder.from_config(settings)
     threads = [threading.Thread(target=quietly, args=(load,), name=name) for name, load in loads.items()]

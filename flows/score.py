@@ -15,7 +15,7 @@ from prefect.context import FlowRunContext
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.params import ScoreParams
-from flows.runtime import open_lake, roles_with_cache
+from flows.runtime import open_lake, roles_with_cache, warm_up
 from flows.settings import GraceSettings
 from flows.tasks import commit_once, grace_task
 from flows.verdicts import latest_decisions
@@ -209,6 +209,8 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], weig
     def work():
         s = settle(chunk_state(lake, doc_ids, round_id), settings, roles, quorum=settings.quorum, round_id=round_id,
                    origin=f"lake {lake.uri} edges", weights=weights)
+        if remeasured := s.remeasured():  # embedded while the previous scores and stored distances are read
+            roles().embedder.prefetch(remeasured)
         at_round = pl.lit(round_id, pl.Int32)
         scores, decisions = s.scores.with_columns(round=at_round), s.decisions.with_columns(round=at_round)
         tables = {
@@ -286,6 +288,8 @@ def score_round(params: ScoreParams) -> list[dict]:
     backfill_scoring_counts(settings)
     plan = plan_scoring(settings, params.round_id, bool(params.rescore_all))
     doc_ids = plan.doc_ids
+    if doc_ids:
+        warm_up(settings)
     scored, running = 0, deque()
     for chunk in score_chunks(doc_ids, settings.score_docs_per_task, settings.score_tasks_at_once):
         if len(running) == settings.score_tasks_at_once:  # at most score_tasks_at_once chunks in memory at a time

@@ -189,6 +189,19 @@ class Settlement:
         embedder = roles().embedder if left.height else None
         return review_inputs(boundary, boundary, self.state.prior_units(), embedder, known).select(*keys, *REVIEW_INPUTS)
 
+    def remeasured(self) -> list[str]:
+        """The texts :meth:`review_inputs` embeds whatever distances are stored, to
+        :meth:`~grace_core.models.roles.Embedder.prefetch` while the stored ones are read: the
+        Boundary claims and prior units of the documents this settlement promoted a claim in (a
+        new prior unit: no stored distance of theirs still holds, :func:`still_measured`)."""
+        promoted = self.promotion.sources["doc_id"].unique().to_list()
+        if not promoted:
+            return []
+        keys = ["doc_id", "claim_id"]
+        boundary = self.scores.filter((pl.col("status") == BOUNDARY) & pl.col("doc_id").is_in(promoted)).select(keys)
+        texts = boundary.join(self.state.claim_texts(promoted), on=keys)["text"]
+        return pl.concat([texts, self.state.prior_units(promoted)["text"]]).unique(maintain_order=True).to_list()
+
     @property
     def new_edges(self) -> pl.DataFrame:
         """Anchor edges of the promoted claims and the cascade's edges (:data:`EDGE_COLUMNS`)."""

@@ -46,10 +46,11 @@ class CountingEmbedder:
     """The real offline embedder, counting the texts it is asked to embed."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.texts = inner, 0
+        self.inner, self.texts, self.seen = inner, 0, []
 
     def embed(self, texts):
         self.texts += len(texts)
+        self.seen += texts
         return self.inner.embed(texts)
 
 
@@ -122,6 +123,7 @@ def test_a_rescored_document_keeps_its_prior_distances_until_its_prior_units_cha
     made.clear()
     kept = rejected.review_inputs(roles, stored.select("doc_id", "claim_id", "round", "prior_distance"))
     assert made == []  # the embedder was not even asked for
+    assert rejected.remeasured() == []  # nor is anything prefetched
     fresh = rejected.review_inputs(roles)
     assert kept.sort("claim_id").equals(fresh.sort("claim_id").select(kept.columns)) or \
         (kept.sort("claim_id")["prior_distance"] - fresh.sort("claim_id")["prior_distance"]).abs().max() < 1e-6
@@ -143,6 +145,7 @@ def test_a_rescored_document_keeps_its_prior_distances_until_its_prior_units_cha
     else:
         raise AssertionError(f"no claim stays Boundary closer to a confirmed one than to the priors: {near}")
     assert made and made[0].texts > 0
+    assert sorted(confirmed.remeasured()) == sorted(made[0].seen)  # what the score chunk prefetches is what is embedded
     fresh = confirmed.review_inputs(roles).sort("claim_id")
     assert (measured.sort("claim_id")["prior_distance"] - fresh["prior_distance"]).abs().max() < 1e-6
     assert measured.filter(pl.col("claim_id") == b)["prior_distance"].item() < before[b] - 1e-3  # not the stored one
