@@ -231,6 +231,7 @@ class OfflineEmbedder:
         self._model = load_sentence_model(threads)
         self.precision = embed_precision(precision)
         """float32 or bfloat16: what the forward passes run in."""
+        self._model.encoder(self.precision == "bfloat16")  # traced now (a load, a warm-up), not on a pass's path
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens
         self._cache_size = cache_size

@@ -129,6 +129,20 @@ def test_a_forward_pass_takes_texts_of_one_token_count() -> None:
     assert tuple(model([a, a]).shape) == (2, model.dim)
 
 
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_the_traced_encoder_gives_the_eager_encoders_states_bit_for_bit_at_any_shape(precision: str) -> None:
+    import torch
+
+    model, bfloat16 = load_sentence_model(1), precision == "bfloat16"
+    traced = model.encoder(bfloat16)
+    assert traced is model.encoder(bfloat16)  # traced once
+    generator = torch.Generator().manual_seed(7)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
+        for shape in [(2, 8), (1, 40), (7, 11), (32, 3), (3, 256)] * 3:  # repeated: TorchScript's executor re-plans after its first runs
+            tokens = torch.randint(1000, 20_000, shape, generator=generator)
+            assert torch.equal(traced(tokens), model._bert(tokens, bfloat16=bfloat16)), shape
+
+
 def test_a_process_shares_one_embedder_and_its_cache_per_configuration(texts: list[str]) -> None:
     config = ModelConfig()
     first = OfflineEmbedder.from_config(config)
