@@ -194,13 +194,14 @@ class Settlement:
         :meth:`~grace_core.models.roles.Embedder.prefetch` while the stored ones are read: the
         Boundary claims and prior units of the documents this settlement promoted a claim in (a
         new prior unit: no stored distance of theirs still holds, :func:`still_measured`)."""
-        promoted = self.promotion.sources["doc_id"].unique().to_list()
-        if not promoted:
-            return []
         keys = ["doc_id", "claim_id"]
+        promoted = self.promotion.sources["doc_id"].unique().implode()
         boundary = self.scores.filter((pl.col("status") == BOUNDARY) & pl.col("doc_id").is_in(promoted)).select(keys)
-        texts = boundary.join(self.state.claim_texts(promoted), on=keys)["text"]
-        return pl.concat([texts, self.state.prior_units(promoted)["text"]]).unique(maintain_order=True).to_list()
+        docs = boundary["doc_id"].unique().to_list()  # a document left with no Boundary claim measures nothing
+        if not docs:
+            return []
+        texts = boundary.join(self.state.claim_texts(docs), on=keys)["text"]
+        return pl.concat([texts, self.state.prior_units(docs)["text"]]).unique(maintain_order=True).to_list()
 
     @property
     def new_edges(self) -> pl.DataFrame:
