@@ -1,4 +1,4 @@
-"""What a round's chunk tasks load first loads on threads at the start of the round
+"""What a stage's chunk tasks load first loads on threads once the stage has chunks to run
 (flows.runtime.warm_up) when the tasks run in the flow's process, and the tasks then use those
 loads: the offline embedder, and the scoring kernels."""
 
