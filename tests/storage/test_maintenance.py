@@ -16,7 +16,8 @@ import pytest
 from storage.config import LakeConfig
 from storage.delta_tables import table_rel
 from storage.lake import Lake
-from storage.maintenance import compact, vacuum
+from storage.catalog import catalog_is_current
+from storage.maintenance import compact, maintain, vacuum
 from tests.storage.sample_rows import claims, edges
 from tests.grace_cli import run_grace
 
@@ -44,6 +45,15 @@ def test_compaction_keeps_the_rows_and_merges_small_files(lake: Lake) -> None:
     assert {rel: lake.tables.load(rel).version() for rel in done} == versions
     again = lake.commit("small/6", {"claims": claims(1, 3, 1, prefix="s6-")})  # writers carry on after compaction
     assert again.rows == {"claims": 3} and lake.read("claims").height == 39
+
+
+def test_maintenance_leaves_the_catalog_showing_the_compacted_lake(lake: Lake) -> None:
+    for i in range(3):
+        lake.commit(f"small/{i}", {"claims": claims(2, 3, 1, prefix=f"s{i}-")})
+    lake.query("SELECT count(*) FROM claims")  # the catalog shows the lake before maintenance
+    compactions, _ = maintain(lake, retention_hours=168)
+    assert any(c.files_removed for c in compactions)
+    assert catalog_is_current(lake.store, lake.state())  # the next query does not rebuild it
 
 
 def test_compaction_writes_a_table_keyed_by_document_in_document_order(local_config: LakeConfig) -> None:
