@@ -164,8 +164,8 @@ def maintain(lake: Lake, *, retention_hours: int) -> tuple[list[Compaction], Vac
     (``grace compact`` and the weekly ``lake-maintenance`` deployment). Safe beside running
     writers, and to run again: a second run with no commit in between changes nothing. A lake
     with no table is an error (a mistyped lake, not one to keep quietly). The catalog is rebuilt
-    for the compacted files at the end, not by the next round's first query (0.7 s more in the
-    plan of the round after it at 100,000 documents) or a user's."""
+    for the compacted files at the end, not by the next round's first query or a user's (a full
+    rebuild at 100,000 documents: about 1.2 s)."""
     if not _table_rels(lake):
         raise LakeError(f"no lake at {lake.uri} (no tables; ingest a batch first)")
     done = compact(lake), vacuum(lake, retention_hours=retention_hours)
