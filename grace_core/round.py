@@ -181,7 +181,7 @@ class Settlement:
         (:func:`still_measured`), so a document rescored without new prior units (a reject, a
         new response) embeds nothing. ``roles()`` is called only when a claim is left to measure."""
         keys = ["doc_id", "claim_id"]
-        boundary = self.scores.filter(pl.col("status") == BOUNDARY).select(keys).join(self.state.claim_texts(), on=keys)
+        boundary = self._boundary()
         if boundary.height == 0:
             return pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, **REVIEW_INPUTS})
         known = None if stored is None else still_measured(stored, self.state.claims, self.state.sources)
@@ -194,14 +194,16 @@ class Settlement:
         :meth:`~grace_core.models.roles.Embedder.prefetch` while the stored ones are read: the
         Boundary claims and prior units of the documents this settlement promoted a claim in (a
         new prior unit: no stored distance of theirs still holds, :func:`still_measured`)."""
-        keys = ["doc_id", "claim_id"]
-        promoted = self.promotion.sources["doc_id"].unique().implode()
-        boundary = self.scores.filter((pl.col("status") == BOUNDARY) & pl.col("doc_id").is_in(promoted)).select(keys)
+        boundary = self._boundary(self.promotion.sources["doc_id"].unique().to_list())
         docs = boundary["doc_id"].unique().to_list()  # a document left with no Boundary claim measures nothing
         if not docs:
             return []
-        texts = boundary.join(self.state.claim_texts(docs), on=keys)["text"]
-        return pl.concat([texts, self.state.prior_units(docs)["text"]]).unique(maintain_order=True).to_list()
+        return pl.concat([boundary["text"], self.state.prior_units(docs)["text"]]).unique(maintain_order=True).to_list()
+
+    def _boundary(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """``doc_id, claim_id, text`` of the Boundary claims of the settled scores (of ``doc_ids`` when given)."""
+        keys = ["doc_id", "claim_id"]
+        return _of(self.scores.filter(pl.col("status") == BOUNDARY), doc_ids).select(keys).join(self.state.claim_texts(doc_ids), on=keys)
 
     @property
     def new_edges(self) -> pl.DataFrame:
