@@ -194,9 +194,10 @@ def judge_pairs_with_failures(pairs: pl.DataFrame, roles: ModelRoles, *, round_i
         .group_by("doc_id", "source_id", "source_kind", "source_text", maintain_order=True)
         .agg("claim_id", "claim_text")
     )
-    reqs = [JudgeRequest(r["source_text"], tuple(r["claim_text"])) for r in groups.iter_rows(named=True)]
+    sources = list(groups.iter_rows(named=True))
+    reqs = [JudgeRequest(g["source_text"], tuple(g["claim_text"])) for g in sources]
     rows, failures = [], []
-    for g, judgements in zip(groups.iter_rows(named=True), roles.judge.judge(reqs)):
+    for g, judgements in zip(sources, roles.judge.judge(reqs)):
         bad = next((j for j in judgements if j.outcome in ("failed", "capped")), None)
         if bad is not None:
             failures.append(_failure(g["doc_id"], "judge", bad.outcome, bad.error))

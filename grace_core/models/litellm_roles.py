@@ -219,8 +219,8 @@ class LiteLLMJudge:
         out = []
         k, floor = self.config.judge_batch_size, self.config.judge_prefilter_similarity
         for req, (_, sim) in zip(requests, self.scorer.similarities([r.source for r in requests], [r.claims for r in requests]), strict=True):
-            ranked = [int(i) for i in np.argsort(-sim, kind="stable") if sim[i] >= floor][:k]
-            out.append((sorted(ranked), sim))
+            order = np.argsort(-sim, kind="stable")
+            out.append((sorted(order[sim[order] >= floor][:k].tolist()), sim))
         return out
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[list[Judgement]]:
@@ -237,7 +237,7 @@ class LiteLLMJudge:
         results = dict(zip(todo, self.client.map(call, todo), strict=True))
         out: list[list[Judgement]] = []
         for i, (cand, sim) in enumerate(chosen):
-            row = [Judgement("neutral", outcome="skipped", score=float(s)) for s in sim.tolist()]
+            row = [Judgement("neutral", outcome="skipped", score=s) for s in sim.tolist()]
             res = results.get(i)
             for pos, j in enumerate(cand):
                 if res is not None and res.value is not None:

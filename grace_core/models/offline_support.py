@@ -70,11 +70,15 @@ class SupportScorer:
         index = {t: i for i, t in enumerate(texts)}
         emb = self.embedder.embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
         out = []
+        rows: dict[tuple[str, ...], np.ndarray] = {}  # a document's sources share its claims: gather them once
         for us, cs in zip(units, claims, strict=True):
             if not us or not cs:
                 out.append((np.full(len(cs), -1, dtype=np.int64), np.full(len(cs), -1.0, dtype=np.float32)))
                 continue
-            sims = emb[[index[c] for c in cs]] @ emb[[index[u] for u in us]].T
+            key = tuple(cs)
+            if key not in rows:
+                rows[key] = emb[[index[c] for c in cs]]
+            sims = rows[key] @ emb[[index[u] for u in us]].T
             best = sims.argmax(axis=1)
             out.append((best, sims[np.arange(len(cs)), best]))
         return out
