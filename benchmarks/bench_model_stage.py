@@ -45,7 +45,7 @@ those seconds got. The figures measured so far, and where the time goes, are in
 docs/development.md (bench_model_stage): on 2-core machines, 0.88–0.91 at 1 call in flight;
 at 8 and 32, 0.78–0.79 where the embedder runs in float32 and 0.60–0.71 where it runs in
 bfloat16 (5 papers; 0.77 for 100 papers at 32), the build being CPU-bound there; since the
-encoder runs traced (stop 30), 0.79–0.82 at 8 (5 papers, float32) and 0.80–0.81 for 100 papers
+encoder runs traced (stop 30), 0.77–0.83 at 8 (5 papers, float32) and 0.80–0.81 for 100 papers
 at 32.
 
 Both runs are top-level flow runs, and Prefect ends one by joining its heartbeat thread, which
