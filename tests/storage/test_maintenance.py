@@ -13,10 +13,10 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from storage.catalog import catalog_is_current
 from storage.config import LakeConfig
 from storage.delta_tables import table_rel
 from storage.lake import Lake
-from storage.catalog import catalog_is_current
 from storage.maintenance import compact, maintain, vacuum
 from tests.storage.sample_rows import claims, edges
 from tests.grace_cli import run_grace
