@@ -112,9 +112,13 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
 
 def previous_scores(lake: Lake, doc_ids: list[str], round_id: int) -> pl.DataFrame:
     """``doc_id, claim_id, round, status`` of each of ``doc_ids``' latest scoring before
-    ``round_id``, read by key (none for a document never scored)."""
-    scores = lake.read("scores", rounds=range(0, round_id), columns=["doc_id", "claim_id", "round", "status"], doc_ids=doc_ids)
-    return scores.filter(pl.col("round") == pl.col("round").max().over("doc_id"))
+    ``round_id`` (none for a document never scored). Which round that is comes from
+    ``scoring_counts`` (one row per scoring, complete once :func:`backfill_scoring_counts` ran), and
+    each document's scores are read from that round's partition alone (:meth:`Lake.read_at`):
+    reading them from every round took 3.5–4.5 s for 500 documents of a 100,000-document lake
+    after 55 rounds, most of it the rows of the documents' older scorings."""
+    scored = lake.read("scoring_counts", rounds=range(0, round_id), columns=["doc_id", "round"], doc_ids=doc_ids)
+    return lake.read_at("scores", scored.group_by("doc_id").agg(pl.col("round").max()), columns=["doc_id", "claim_id", "round", "status"])
 
 
 def stored_review_inputs(lake: Lake, doc_ids: list[str], round_id: int, embedder: str) -> pl.DataFrame:

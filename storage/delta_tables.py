@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 from urllib.parse import unquote
 
 import polars as pl
@@ -325,24 +325,29 @@ def snapshot_dataset(
 
 
 def read_by_key(
-    dt: DeltaTable, dataset: ds.FileSystemDataset, column: str, values: Iterable[object], *, columns: list[str],
-    filter: ds.Expression | None = None,
+    dt: DeltaTable, dataset: ds.FileSystemDataset, column: str, values: Iterable[object] | Mapping[int, Iterable[object]], *,
+    columns: list[str], filter: ds.Expression | None = None,
 ) -> pa.Table:
     """The rows of ``dataset`` (a snapshot of ``dt``) whose ``column`` is one of ``values``,
     reading only what may hold them, so a lookup costs what it finds, not the table's size.
+    ``values`` may also map ``round`` partitions to the values sought in each: a partition's
+    files are then searched for its own values only (rows of other values may come too when
+    they share a file or row group with those sought: the caller keeps the pairs it wants).
 
-    A file is opened only when one of ``values`` lies within its ``column`` range in the Delta
+    A file is opened only when one of its values lies within its ``column`` range in the Delta
     log, and it is read with the values of that range only: Arrow prunes row groups by their
     statistics for an ``is_in`` of up to :data:`IS_IN_PRUNED` values, so a larger set also
     carries its own bounds (with one ``is_in`` over many values Arrow opens every file and reads
     every row group). Small files (:data:`SMALL_FILE_ROWS`) that may hold some are read in one
     scan together. The rows come in no particular order."""
-    wanted = sorted(set(values))
-    if not wanted:
+    by_round = {int(r): sorted(set(v)) for r, v in values.items()} if isinstance(values, Mapping) else None
+    everywhere = sorted(set(values)) if by_round is None else []
+    if not everywhere and not any((by_round or {}).values()):
         return dataset.schema.empty_table().select(columns)
     ranges, rows = _file_stats(dt, column)
     parts, small, small_values = [], [], set()
     for fragment in dataset.get_fragments():
+        wanted = everywhere if by_round is None else by_round.get(ds.get_partition_keys(fragment.partition_expression).get(ROUND), [])
         if fragment.path in ranges:
             lo, hi = ranges[fragment.path]
             inside = wanted[bisect.bisect_left(wanted, lo):bisect.bisect_right(wanted, hi)]

@@ -32,7 +32,7 @@ from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key
 from storage.filesystem import LocalStore, Store, open_store
 from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
-from storage.schemas import table_spec
+from storage.schemas import ROUND, table_spec
 
 
 class Lake:
@@ -91,13 +91,18 @@ class Lake:
 
     def read_arrow(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
-        filter: ds.Expression | None = None, doc_ids: Iterable[str] | None = None,
+        filter: ds.Expression | None = None, doc_ids: Iterable[str] | Mapping[int, Iterable[str]] | None = None,
     ) -> pa.Table:
         """Rows of ``table`` at its current version as Arrow, optionally only some rounds
         (pruned by partition, without opening the others), some ``columns``, rows matching
         ``filter`` (a :mod:`pyarrow.dataset` expression, e.g. ``ds.field("source_kind") == "prior"``)
         and rows of the documents ``doc_ids``, read by key
-        (:func:`storage.delta_tables.read_by_key`: only the files and row groups that may hold them)."""
+        (:func:`storage.delta_tables.read_by_key`: only the files and row groups that may hold them).
+        ``doc_ids`` may map rounds to the documents sought in each (the rounds default to its
+        keys); rows of other documents in the same files may come too (:meth:`read_at` keeps
+        the pairs asked for)."""
+        if isinstance(doc_ids, Mapping) and rounds is None:
+            rounds = doc_ids.keys()
         spec = table_spec(table)
         names = list(columns) if columns else spec.schema.names
         unknown = [c for c in names if c not in spec.schema.names]
@@ -128,6 +133,17 @@ class Lake:
     ) -> pl.DataFrame:
         """Rows of ``table`` as a polars DataFrame (see :meth:`read_arrow`)."""
         return pl.from_arrow(self.read_arrow(table, rounds=rounds, columns=columns, filter=filter, doc_ids=doc_ids))
+
+    def read_at(self, table: str, at: pl.DataFrame, *, columns: Sequence[str]) -> pl.DataFrame:
+        """``columns`` of the rows of ``table`` (stored by round) of each ``doc_id`` of ``at``
+        (``doc_id, round``) at its ``round``: each document's rows of that partition only, read
+        by key without opening the files of the document's other rounds (a document's latest
+        scores cost one partition, however long its history)."""
+        names = list(dict.fromkeys([*columns, "doc_id", ROUND]))
+        by_round = {int(r): group["doc_id"].to_list() for (r,), group in at.group_by(ROUND)}
+        rows = self.read(table, columns=names, doc_ids=by_round)
+        pairs = at.select("doc_id", pl.col(ROUND).cast(rows.schema[ROUND])).unique()
+        return rows.join(pairs, on=["doc_id", ROUND], how="semi").select(columns)
 
     def catalog(self) -> Path:
         """Path of the DuckDB catalog file, rebuilt first if it is behind the lake."""

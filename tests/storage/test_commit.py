@@ -290,3 +290,25 @@ def test_a_read_by_document_opens_only_the_files_that_may_hold_them(lake: Lake, 
     assert lake.read("claims", doc_ids=spread).height == 40 * 30
     with pytest.raises(LakeError, match="cannot read table claims"):
         lake.read("claims")  # a whole read opens every file
+
+
+@pytest.mark.parametrize("small_file_rows", [0, delta_tables.SMALL_FILE_ROWS])
+def test_a_read_of_documents_at_their_rounds_opens_only_those_rounds(lake: Lake, small_file_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 40 documents with claims in each of rounds 1-4 (one file per round); each document asked for at
+    # one round: exactly its rows of that round come back, whether files are read one by one or
+    # together, and the files of a round no document is asked for are never opened
+    monkeypatch.setattr(delta_tables, "SMALL_FILE_ROWS", small_file_rows)
+    for r in range(1, 5):
+        lake.commit(f"round{r}", {"claims": claims(40, 5, r, prefix=f"r{r}c")})
+    at = pl.DataFrame({"doc_id": [f"doc{i}" for i in range(0, 40, 3)] + ["doc999"],
+                       "round": [(1, 2, 4)[i % 3] for i in range(14)] + [2]})
+    expected = lake.read("claims").join(at.with_columns(pl.col("round").cast(pl.Int32)), on=["doc_id", "round"], how="semi")
+    got = lake.read_at("claims", at, columns=["claim_id", "text"])
+    assert got.columns == ["claim_id", "text"]
+    assert sorted(got["claim_id"]) == sorted(expected["claim_id"]) and got.height == 14 * 5
+    for f in data_files(lake, "tables/claims/round=3"):
+        lake.store.arrow_fs.delete_file(f)
+    assert sorted(lake.read_at("claims", at, columns=["claim_id"])["claim_id"]) == sorted(expected["claim_id"])
+    assert lake.read_at("claims", at.head(0), columns=["claim_id"]).height == 0
+    with pytest.raises(LakeError, match="cannot read table claims"):
+        lake.read_at("claims", at.with_columns(round=pl.lit(3)), columns=["claim_id"])
