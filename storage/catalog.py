@@ -74,7 +74,12 @@ def _quote(text: str) -> str:
 
 
 def table_view_sql(spec: TableSpec, table: TableState) -> str:
-    """The ``SELECT`` behind the view of one table: its columns in declared order."""
+    """The ``SELECT`` behind the view of one table: its columns in declared order, its files
+    smallest first. DuckDB binds a ``read_parquet`` by reading the footer of the first file it
+    lists, and a compacted partition's file can hold 87M rows in 21,000 row groups (a 13 MB
+    footer): listed first, every query of the table spent 0.3 s binding, even one whose
+    ``round`` filter skips that file (``edges`` after round 1 of a 100,000-document lake,
+    0.28 s against 0.01 s listed last)."""
     if not table.files:
         cols = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in spec.schema)
         return f"SELECT {cols} LIMIT 0"
@@ -83,10 +88,10 @@ def table_view_sql(spec: TableSpec, table: TableState) -> str:
         # when a query filters on round): a view of one branch binds in a fraction of the time
         # of one branch per round, and every commit rebuilds the catalog
         cols = ", ".join(f'"{f.name}"' for f in spec.schema)
-        paths = ", ".join(_quote(f.uri) for f in table.files)
+        paths = ", ".join(_quote(f.uri) for f in sorted(table.files, key=lambda f: f.bytes))
         return f"SELECT {cols} FROM read_parquet([{paths}], hive_partitioning = true, hive_types = {{'{ROUND}': INTEGER}})"
     groups: dict[int | None, list[str]] = {}  # a folder elsewhere in the path has an "=": one branch per round
-    for f in table.files:
+    for f in sorted(table.files, key=lambda f: f.bytes):
         groups.setdefault(f.round, []).append(f.uri)
     branches = []
     for rnd, uris in sorted(groups.items(), key=lambda g: -1 if g[0] is None else g[0]):
@@ -147,8 +152,8 @@ read: a query of an unchanged catalog skips opening it to read its state row."""
 
 
 def _shown_state(path: Path) -> tuple | None:
-    """``(lake, state_id, schema_versions)`` of the catalog at ``path``; None when there is none
-    or it cannot be read."""
+    """``(lake, state_id, schema_versions, code)`` of the catalog at ``path``; None when there is
+    none or it cannot be read (a catalog of code before the ``code`` column included)."""
     identity = _file_identity(path)
     if identity is None:
         return None
@@ -158,7 +163,7 @@ def _shown_state(path: Path) -> tuple | None:
     try:
         con = duckdb.connect(str(path), read_only=True)
         try:
-            row = con.execute(f"SELECT lake, state_id, schema_versions FROM {STATE_TABLE}").fetchone()
+            row = con.execute(f"SELECT lake, state_id, schema_versions, code FROM {STATE_TABLE}").fetchone()
         finally:
             con.close()
     except duckdb.Error:
@@ -214,8 +219,8 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeStat
         for name, sql in DERIVED_VIEWS.items():
             con.execute(f'CREATE VIEW "{name}" AS {sql}')
     con.register("_files", _file_listing(state.table(spec.name) for spec in changed))
-    kept = "" if shown is None else (
-        f"SELECT * FROM {FILES_TABLE} WHERE table_name NOT IN ({', '.join(_quote(spec.name) for spec in changed) or 'NULL'}) UNION ALL ")
+    others = f"table_name NOT IN ({', '.join(_quote(spec.name) for spec in changed)})" if changed else "TRUE"
+    kept = "" if shown is None else f"SELECT * FROM {FILES_TABLE} WHERE {others} UNION ALL "
     con.execute(f"CREATE OR REPLACE TABLE {FILES_TABLE} AS SELECT * FROM ({kept}SELECT * FROM _files) ORDER BY table_name, round, path")
     con.unregister("_files")
     con.execute(
@@ -272,7 +277,7 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
         built = os.open(tmp, os.O_RDONLY)
         try:
             os.replace(tmp, target)
-            _SHOWN[target] = (_identity(os.fstat(built)), (store.uri, state.state_id, _versions_json()))
+            _SHOWN[target] = (_identity(os.fstat(built)), (store.uri, state.state_id, _versions_json(), _code_id()))
         finally:
             os.close(built)
     except duckdb.Error as exc:
@@ -286,8 +291,10 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
 
 
 def catalog_is_current(store: Store, state: LakeState, path: Path | None = None) -> bool:
-    """Whether the catalog file at ``path`` (default: the lake's) exists and shows exactly ``state``."""
-    return _shown_state(path or store.catalog_path) == (store.uri, state.state_id, _versions_json())
+    """Whether the catalog file at ``path`` (default: the lake's) exists, shows exactly ``state``
+    and was built by this code (:func:`_code_id`: after an upgrade the views are rebuilt before
+    the next query, not left as the earlier code defined them until the lake changes)."""
+    return _shown_state(path or store.catalog_path) == (store.uri, state.state_id, _versions_json(), _code_id())
 
 
 def private_catalog_dir(store: Store) -> Path:

@@ -163,6 +163,12 @@ def test_a_catalog_built_by_other_code_is_rebuilt_whole(local_config: LakeConfig
     lake.commit("b", {"claims": claims(1, 5, 2, prefix="s")})
     assert [c for c, _ in describe(lake, "documents")] == [f.name for f in TABLES["documents"].schema]
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+    # one showing the lake as it is is rebuilt too, before the next query: the views are this code's
+    with duckdb.connect(str(lake.store.catalog_path)) as con:
+        con.execute("UPDATE _grace_catalog SET code = 'earlier'")
+        con.execute("CREATE OR REPLACE VIEW documents AS SELECT 1 AS stale")
+    assert lake.query("SELECT count(*) AS n FROM documents")["n"][0] == 0
+    assert [c for c, _ in describe(lake, "documents")] == [f.name for f in TABLES["documents"].schema]
 
 
 def test_a_stale_or_moved_catalog_is_rebuilt_before_a_query(local_config: LakeConfig, tmp_path: Path) -> None:
@@ -535,3 +541,18 @@ def test_a_partitioned_view_gives_each_row_its_round_wherever_the_lake_is(tmp_pa
     assert per_round.rows() == [(1, 6), (2, 4)]
     assert lake.query("SELECT count(*) AS n FROM claims WHERE round = 2")["n"].to_list() == [4]
     assert dict(lake.query("DESCRIBE claims").select("column_name", "column_type").rows())["round"] == "INTEGER"
+
+
+def test_a_view_lists_its_smallest_files_first(lake: Lake) -> None:
+    # DuckDB binds a view by reading its first file's footer: a large compacted file listed
+    # first would cost every query of the table that much, even one that skips its partition
+    lake.commit("big", {"claims": claims(400, 50, 1)})
+    lake.commit("small", {"claims": claims(2, 5, 2, prefix="s")})
+    lake.commit("middle", {"claims": claims(40, 50, 3, prefix="m")})
+    with duckdb.connect(str(lake.catalog()), read_only=True) as con:
+        sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'claims'").fetchone()[0]
+    files = lake.state().table("claims").files
+    listed = sorted(files, key=lambda f: sql.index(f.uri))
+    assert [f.round for f in listed] == [2, 3, 1]
+    assert [f.bytes for f in listed] == sorted(f.bytes for f in files)
+    assert lake.query("SELECT count(*) AS n FROM claims WHERE round > 1")["n"][0] == 10 + 2000
