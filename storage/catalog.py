@@ -153,7 +153,7 @@ read: a query of an unchanged catalog skips opening it to read its state row."""
 
 def _shown_state(path: Path) -> tuple | None:
     """``(lake, state_id, schema_versions, code)`` of the catalog at ``path``; None when there is
-    none or it cannot be read (a catalog of code before the ``code`` column included)."""
+    none, it cannot be read or it predates the ``code`` column."""
     identity = _file_identity(path)
     if identity is None:
         return None
