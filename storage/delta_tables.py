@@ -331,8 +331,9 @@ def read_by_key(
     """The rows of ``dataset`` (a snapshot of ``dt``) whose ``column`` is one of ``values``,
     reading only what may hold them, so a lookup costs what it finds, not the table's size.
     ``values`` may also map ``round`` partitions to the values sought in each: a partition's
-    files are then searched for its own values only (rows of other values may come too when
-    they share a file or row group with those sought: the caller keeps the pairs it wants).
+    files are then searched for its own values only (small files read together are filtered by
+    the values of all their partitions, so a value sought in one partition may bring its rows of
+    another: the caller keeps the pairs it wants).
 
     A file is opened only when one of its values lies within its ``column`` range in the Delta
     log, and it is read with the values of that range only: Arrow prunes row groups by their
