@@ -82,6 +82,19 @@ one vote, the vote counts over each reviewer's latest vote, the ``quorum`` in fo
 rejections, ``round_metrics``, ``review_queue``, ``reviewer_stats``, ``verdict_outcomes`` and
 ``claim_status`` all read it.
 
+``reviewer_reliability`` (by round, the round whose dispatch estimated it): each reviewer's
+Dawid–Skene accuracy (:func:`grace_core.reliability.estimate_reliability`, one-coin, over every
+vote of the lake up to then) with ``n_overlap``, their confirm/reject votes on claims that have
+another such vote (null accuracy without overlap). ``reviewer_stats`` shows it beside the
+round's counts.
+
+``reviewers`` (not partitioned): who may vote. One row per event of a reviewer key: ``event``
+added | revoked, ``reviewer``, ``key_id`` (names one key of the reviewer: a reviewer added again
+after a revocation gets a new one), ``salt`` and ``key_hash`` (the salted hash of the key,
+:mod:`grace_core.reviewer_keys`; the key itself is never stored) and ``at``. A reviewer is
+registered while their latest added key has no revoked row. ``salt`` and ``key_hash`` are
+private: the catalog's view leaves them out.
+
 ``queries`` (by round): user questions the knowledge base could not answer
 (:mod:`grace_core.queries`), one row per asking: ``query_id`` (a hash of document and
 question), ``doc_id``, ``question``, ``origin`` ask (``grace ask`` recorded it, ``round`` = the
@@ -221,6 +234,13 @@ TABLES: dict[str, TableSpec] = {
             _req("n_votes", pa.int32()), _req("n_confirm", pa.int32()), _req("n_reject", pa.int32()),
             _req("n_abstain", pa.int32()), _req("quorum", pa.int32()), _req("decision", pa.string()),
         ], partitioned=True, key=("doc_id", "claim_id", ROUND), decision=DECISIONS),
+        _spec("reviewer_reliability", [
+            _req(ROUND, pa.int32()), _req("reviewer", pa.string()), _req("n_overlap", pa.int64()), _opt("accuracy", pa.float64()),
+        ], partitioned=True, key=(ROUND, "reviewer")),
+        _spec("reviewers", [
+            _req("reviewer", pa.string()), _req("key_id", pa.string()), _req("event", pa.string()),
+            _opt("salt", pa.string()), _opt("key_hash", pa.string()), _req("at", _TS),
+        ], partitioned=False, key=("reviewer", "key_id", "event"), event=("added", "revoked")),
         _spec("queries", [
             _req("query_id", pa.string()), _req(ROUND, pa.int32()), _req("doc_id", pa.string()), _req("question", pa.string()),
             _req("origin", pa.string()), _req("answerable", pa.bool_()), _opt("best_score", pa.float64()), _req("asked_at", _TS),
@@ -251,7 +271,7 @@ TABLES: dict[str, TableSpec] = {
 
 WRITE_ORDER: tuple[str, ...] = (
     "documents", "llm_calls", "questions", "edges", "sources", "claims", "review_inputs", "scoring_counts", "scores", "audits", "deferrals", "verdicts",
-    "decisions", "queries", "evaluations", "rounds", "batches",
+    "decisions", "reviewer_reliability", "reviewers", "queries", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A
 reader may see a commit's first tables before its last, so the tables that later steps read to

@@ -16,11 +16,11 @@ from grace_core.status import STATUSES
 from grace_core.review import REVIEW_INPUTS
 from storage.schemas import TABLES, conform
 
-PER_ROUND = {"sources", "claims", "edges", "scores", "scoring_counts", "review_inputs", "audits", "deferrals", "verdicts", "decisions", "queries", "rounds", "llm_calls"}
+PER_ROUND = {"sources", "claims", "edges", "scores", "scoring_counts", "review_inputs", "audits", "deferrals", "verdicts", "decisions", "reviewer_reliability", "queries", "rounds", "llm_calls"}
 
 
 def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:
-    assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches", "evaluations"}
+    assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches", "evaluations", "reviewers"}
     for spec in TABLES.values():
         assert spec.partitioned == (spec.name in PER_ROUND)
         assert spec.version >= 1
