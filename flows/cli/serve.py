@@ -5,6 +5,10 @@ Who owns what: a deployment that ``prefect deploy`` put in a work pool belongs t
 workers; serve leaves it alone (does not re-register, run or pause it) and says so. Stopping
 serve leaves every schedule as it was: the deployments it served stay active, so their scheduled
 runs wait (Late) until serve runs again, rather than stopping silently.
+
+A server that answers without a login from an address other machines can reach gets a one-line
+warning on stderr (:mod:`flows.api_exposure`); serve goes on: the server's login is the
+operator's choice, and reviewer keys still guard the votes.
 """
 
 from __future__ import annotations
@@ -45,18 +49,24 @@ def serve(
     A deployment that `prefect deploy` put in a work pool is left to that pool's workers.
     Stopping serve pauses nothing. Needs a Prefect server (`prefect server start`, then
     PREFECT_API_URL=http://127.0.0.1:4200/api). Runs read the other settings (GRACE_LAKE,
-    GRACE_BACKEND, …) from this process's environment."""
+    GRACE_BACKEND, …) from this process's environment. Warns (and goes on) when that server
+    answers without a login on an address other machines can reach (PREFECT_SERVER_API_AUTH_STRING)."""
     from prefect import serve as prefect_serve
     from prefect.settings import get_current_settings
 
     from deployments.definitions import grace_deployments
+    from flows.api_exposure import answers_without_login, exposure_warning
     from flows.settings import build_settings
 
-    if not get_current_settings().api.url:
+    api = get_current_settings().api
+    if not api.url:
         raise InvalidSettings(
             "no Prefect server to serve to: run `prefect server start`, then set "
             "PREFECT_API_URL=http://127.0.0.1:4200/api (a temporary server could not be reached from the UI or the CLI)"
         )
+    warning = exposure_warning(api.url, answers_without_login(api.url), api.auth_string is not None)
+    if warning:
+        typer.echo(warning, err=True)
     deployments = grace_deployments(build_settings())
     owned = pool_owned(deployments)
     for name, pool in owned.items():
