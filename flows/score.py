@@ -35,11 +35,13 @@ METRIC_COLUMNS = ("round", "n_documents", "n_claims", "n_grounded", "n_boundary"
 
 class ScoringPlan(NamedTuple):
     """What a round's scoring step works on: the documents to settle and score, how many
-    documents have claims, the vote weights (None unless ``weigh_by_reliability``) and the
-    scoring settings' fingerprint."""
+    documents have claims, the reviewers' estimated reliability (over every vote of the lake),
+    the vote weights it implies (None unless ``weigh_by_reliability``) and the scoring
+    settings' fingerprint."""
 
     doc_ids: list[str]
     n_documents: int
+    reliability: pl.DataFrame
     weights: dict[str, float] | None
     fingerprint: str
 
@@ -53,7 +55,8 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
     lake = open_lake(settings)
     votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"])
     # estimated from every vote of the lake: the same weights for every chunk of the round
-    weights = vote_weights(estimate_reliability(votes)) if settings.weigh_by_reliability else None
+    reliability = estimate_reliability(votes)
+    weights = vote_weights(reliability) if settings.weigh_by_reliability else None
     fingerprint = scoring_fingerprint(settings, quorum=settings.quorum, weigh_by_reliability=settings.weigh_by_reliability)
     rounds = growth(lake, round_id)
     # the settings of the last scoring before this round (a re-run of this round compares with the same)
@@ -62,8 +65,9 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
     last = scorings.sort("round", "finished_at").tail(1)["detail_json"].to_list()
     if rescore_all or (last and json.loads(last[0] or "{}").get("scoring") != fingerprint):
         rounds = rounds.with_columns(scored_round=pl.when(pl.col("scored_round") == round_id).then(round_id))
-    doc_ids = changed_documents(rounds, decide(votes, settings.quorum, weights), latest_decisions(lake), round_id=round_id)
-    return ScoringPlan(doc_ids, rounds.height, weights, fingerprint)
+    assigned = lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"])
+    doc_ids = changed_documents(rounds, decide(votes, settings.quorum, weights, assigned), latest_decisions(lake), round_id=round_id)
+    return ScoringPlan(doc_ids, rounds.height, reliability, weights, fingerprint)
 
 
 def growth(lake: Lake, round_id: int) -> pl.DataFrame:
@@ -107,6 +111,7 @@ def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
         claims=lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id", "source_id", "source_kind", "text", "round"], doc_ids=doc_ids),
         edges=lake.read("edges", rounds=rounds, columns=list(EDGE_COLUMNS), doc_ids=doc_ids),
         votes=lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"], doc_ids=doc_ids),
+        deferrals=lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"], doc_ids=doc_ids),
     )
 
 
@@ -236,6 +241,16 @@ def score_chunk(settings: GraceSettings, round_id: int, doc_ids: list[str], weig
 
 
 @grace_task(retries=1)
+def record_reliability(settings: GraceSettings, round_id: int, reliability: pl.DataFrame) -> None:
+    """Store the round's estimate of each reviewer's reliability (table ``reviewer_reliability``,
+    shown by ``reviewer_stats`` and the report); nothing before the first vote. Once per round:
+    a re-run keeps the first estimate."""
+    if reliability.height:
+        open_lake(settings).commit(f"reliability/round={round_id}",
+                                   {"reviewer_reliability": reliability.with_columns(round=pl.lit(round_id, pl.Int32))})
+
+
+@grace_task(retries=1)
 def record_unchanged(settings: GraceSettings, round_id: int, fingerprint: str) -> None:
     """Record the round's scoring step when no document changed (its ``rounds`` row only), so
     the round has its metrics row: every document keeps its latest scores."""
@@ -306,6 +321,7 @@ def score_round(params: ScoreParams) -> list[dict]:
     scored += sum(f.result() for f in running)
     if not doc_ids:
         record_unchanged(settings, params.round_id, plan.fingerprint)
+    record_reliability(settings, params.round_id, plan.reliability)
     logger.info("round %d: scored %d claims of %d changed documents (%d documents have claims; the others keep their scores)",
                 params.round_id, scored, len(doc_ids), plan.n_documents)
     if FlowRunContext.get().flow_run.parent_task_run_id is not None:

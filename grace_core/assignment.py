@@ -71,9 +71,11 @@ def assign_reviewers(
     to ``min(overlap, len(pool))`` reviewers of ``pool``: one row per claim and reviewer, in
     the order of ``chosen``, with a ``reviewer`` column added.
 
-    Deterministic round robin: the claim at position i starts at pool slot
-    ``(round_id − 1)·k + i·k`` (k reviewers per claim), so the load is even and the first claims
-    do not go to the same person every round. Reviewers who already voted on a claim
+    Deterministic rotation (:func:`rotation_slots`): the claim at position i goes to the pool
+    slots ``s, s + d, s + 2d, …`` (mod n) with ``s = (i + (round_id − 1)·k) mod n`` and a stride
+    ``d`` that changes from round to round, so the load is even, the first claims do not go
+    to the same person every round, and every pair of reviewers shares claims within n − 1
+    consecutive rounds (reliability needs overlap between everyone). Reviewers who already voted on a claim
     (``answered``: ``doc_id, claim_id, reviewer``, e.g. a claim that returned to the pool after a
     tie) are taken only after those who did not. Raises :class:`InvalidSettings` for an empty pool.
     """
@@ -85,14 +87,37 @@ def assign_reviewers(
             voted.setdefault((doc, claim), set()).add(reviewer)
     index, names = [], []
     for i, key in enumerate(chosen.select("doc_id", "claim_id").iter_rows()):
-        start = (round_id - 1) * k + i * k
-        rotation = [pool[(start + j) % n] for j in range(n)]
+        rotation = [pool[j] for j in rotation_slots(n, round_id, i, k)]
         seen = voted.get(key, set())
         ordered = [r for r in rotation if r not in seen] + [r for r in rotation if r in seen]
         index += [i] * k
         names += ordered[:k]
     picks = pl.DataFrame({"_i": index, "reviewer": names}, schema={"_i": pl.UInt32, "reviewer": pl.Utf8})
     return chosen.with_row_index("_i").join(picks, on="_i", how="inner", maintain_order="right").drop("_i")
+
+
+def rotation_slots(n: int, round_id: int, i: int, k: int) -> list[int]:
+    """The order in which the claim at position ``i`` of round ``round_id`` takes the n pool
+    slots (its first ``k`` are its reviewers): ``s, s + d, s + 2d, …`` mod n from
+    ``s = (i + (round_id − 1)·k) mod n`` (the top claim moves on by k slots a round) with stride ``d = 1 + (round_id − 1) mod (n − 1)``, each slot
+    once (a slot met again, when d and n share a factor, is replaced by the next free one after
+    it). Over rounds 1…n − 1 the stride takes every value 1…n − 1, and a pair of slots a, b
+    shares a claim in the round whose stride is b − a or a − b (mod n) as soon as that round
+    has a claim starting at a or b; with n or more claims a round, every pair meets within
+    n − 1 rounds."""
+    if n <= 1:
+        return list(range(n))
+    start, stride = (i + (round_id - 1) * k) % n, 1 + (round_id - 1) % (n - 1)
+    order: list[int] = []
+    taken = set()
+    slot = start
+    for _ in range(n):
+        while slot in taken:
+            slot = (slot + 1) % n
+        order.append(slot)
+        taken.add(slot)
+        slot = (slot + stride) % n
+    return order
 
 
 def mean_review_seconds(verdicts: pl.DataFrame, humans: Sequence[str], default: float) -> float:

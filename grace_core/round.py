@@ -127,13 +127,17 @@ class RoundState:
       (and ``round`` when known); a claim's text is its first row's;
     - ``edges``: the judge's edge table (:data:`grace_core.edges.EDGE_COLUMNS`);
     - ``votes``: every raw vote, ``doc_id, claim_id, reviewer, verdict`` plus ``round`` and
-      ``created_at`` when known (each reviewer's latest counts).
+      ``created_at`` when known (each reviewer's latest counts);
+    - ``deferrals``: who was assigned what, ``doc_id, claim_id, round, reviewer`` (None when
+      not tracked): a claim whose latest deferral's reviewers have not all answered stays
+      pending (:func:`grace_core.decisions.decide`).
     """
 
     sources: pl.DataFrame
     claims: pl.DataFrame
     edges: pl.DataFrame
     votes: pl.DataFrame
+    deferrals: pl.DataFrame | None = None
 
     def claim_texts(self, doc_ids: Sequence[str] | None = None) -> pl.DataFrame:
         """:func:`claim_texts` of this state's claims (of ``doc_ids`` when given): a :class:`DocumentTexts`."""
@@ -145,7 +149,8 @@ class RoundState:
 
     def of(self, doc_ids: Sequence[str]) -> RoundState:
         """The state of ``doc_ids`` only."""
-        return RoundState(*(_of(frame, doc_ids) for frame in (self.sources, self.claims, self.edges, self.votes)))
+        return RoundState(*(_of(frame, doc_ids) for frame in (self.sources, self.claims, self.edges, self.votes)),
+                          deferrals=None if self.deferrals is None else _of(self.deferrals, doc_ids))
 
     def with_promotion(self, new_sources: pl.DataFrame, new_edges: pl.DataFrame) -> RoundState:
         """The state after adding promoted sources and their (cascade) edges."""
@@ -154,6 +159,7 @@ class RoundState:
             claims=self.claims,
             edges=pl.concat([self.edges.select(EDGE_COLUMNS), new_edges.select(EDGE_COLUMNS)]).unique(maintain_order=True),
             votes=self.votes,
+            deferrals=self.deferrals,
         )
 
 
@@ -227,14 +233,16 @@ def settle(
 ) -> Settlement:
     """Decisions, promotion, cascade and scores of one round for ``state`` (DESIGN §5).
 
-    The votes are decided with ``quorum`` (a majority weighted by ``weights``, reviewer →
-    weight, when given: :func:`grace_core.decisions.decide`); a confirmed claim not yet verified becomes a
+    The votes are decided with ``quorum`` decisive votes (a majority weighted by ``weights``,
+    reviewer → weight, when given; pending while the reviewers of the state's ``deferrals``
+    have not answered: :func:`grace_core.decisions.decide`); a confirmed claim not yet verified becomes a
     verified prior with an anchor edge to itself; the judge (``roles()``, called only when
     something was promoted) reads each new verified prior against the document's Boundary
     claims as scored before the promotion, leaving out the claims confirmed in the same
     promotion; then the grown state is scored. Rejected claims are Refuted for good.
     """
-    decisions = decide(state.votes.select([c for c in (*VOTE_COLUMNS, "round", "created_at") if c in state.votes.columns]), quorum, weights)
+    decisions = decide(state.votes.select([c for c in (*VOTE_COLUMNS, "round", "created_at") if c in state.votes.columns]), quorum, weights,
+                       state.deferrals)
     rejected = settled(decisions, "reject")
     verified = state.sources.filter(pl.col("source_kind") == "verified").select("doc_id", "claim_id")
     texts = state.claim_texts()

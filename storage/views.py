@@ -3,7 +3,7 @@ earlier ones). Each is plain DuckDB SQL over the table views, so the catalog fil
 in any DuckDB client.
 
 Votes are decided in exactly one place, :func:`grace_core.decisions.decide` (each reviewer's
-latest vote, majority of the non-abstain votes once ``quorum`` reviewers answered), persisted
+latest vote, majority of the decisive votes once ``quorum`` of them are in), persisted
 by every round's settle step as the ``decisions`` table; every view below reads that table and
 none aggregates votes itself.
 
@@ -11,6 +11,16 @@ none aggregates votes itself.
 - ``verdict_outcomes``: one row per claim with votes: the vote counts, the ``quorum`` in force
   and the ``outcome`` (confirm | reject | abstain | pending) of ``latest_decisions``, with
   ``decided_round`` (the settle step it comes from).
+- ``deferral_outcomes``: one row per deferral (``round``, ``doc_id``, ``claim_id``; its
+  ``n_assigned`` reviewers and the ``n_answered`` who voted on it) with its one ``outcome``
+  (DESIGN §5, accounting per deferral): the first decision other than pending that a settle
+  step after the deferral stored, up to the claim's next deferral (``decided_round``: that
+  settle's round); ``abstain`` when the claim was deferred again before any was (its reviewers
+  missed the deadline: ``decided_round`` is the next deferral's round); else ``pending``. Only
+  the first stored decision counts, so a row changes once, pending → decided, and never
+  after; the claim is never deferred again after a confirm or reject, so the one deferral
+  decided confirm is the one whose settle step promoted the claim. ``audit``: an audit sample
+  (table ``audits``).
 - ``claim_status``: the latest status and scores of every scored claim, with its review
   ``decision`` (null when never voted on) and, for a Boundary claim, the ``reach`` and
   ``prior_distance`` its scoring stored (table ``review_inputs``). Scoring is per document, so
@@ -22,9 +32,11 @@ none aggregates votes itself.
 - ``round_metrics``: per round with a scoring step (one that rescored no document included), as
   of the end of that round (a document not rescored in a round keeps its previous scores):
   counts per status; PCR (grounded response claims / all
-  response claims); KF (boundary claims per document); the outcome of the round's deferrals
-  as decided so far — ``n_confirmed, n_rejected, n_abstained`` and ``n_pending`` (no decision
-  yet, or votes below quorum; a vote is decided in the next round's settle step); yield =
+  response claims); KF (boundary claims per document); the round's own deferrals (audit
+  samples left out) counted by their ``deferral_outcomes`` — ``n_confirmed, n_rejected,
+  n_abstained`` and ``n_pending`` (a vote is decided in the next round's settle step), so
+  Σ ``n_confirmed`` over rounds is the claims review promoted and a row, once its deferrals
+  are decided, never changes; yield =
   confirmed / deferred and ``yield_decided`` = confirmed / (confirmed + rejected); cascade =
   claims per document that turned from Boundary to Grounded since the previous scored round
   without a confirm decision of their own (DESIGN §7, as :func:`grace_core.round.cascaded`).
@@ -57,12 +69,14 @@ none aggregates votes itself.
   agreement (share of their votes of the round, on claims with ≥ 2 votes in it, that equal the
   claim's decided outcome) and the round's Fleiss' kappa over claims with ≥ 2 votes
   (categories confirm, reject, abstain; each reviewer's latest vote of the round, p_j pooled
-  over all votes, so items may have different numbers of raters); beside it each reviewer's
-  estimated ``accuracy``: the share of their confirm/reject votes that equal the majority of
-  the other reviewers' confirm/reject votes on the same claim (leave-one-out majority), over
-  the ``n_overlap`` votes where the others have a majority (null when none). A random answerer
-  scores about 1/2 (the Dawid–Skene estimate of :mod:`grace_core.reliability` pools all rounds
-  and is what weighted decisions use).
+  over all votes, so items may have different numbers of raters); ``agreement`` compares a
+  vote with the outcome of the deferral it answered (``deferral_outcomes``); beside them each
+  reviewer's ``reliability``: their latest Dawid–Skene accuracy (table
+  ``reviewer_reliability``, :mod:`grace_core.reliability`, estimated over every vote of the lake
+  at each round's scoring step; what weighted decisions use) with ``reliability_overlap``, the
+  confirm/reject votes it rests on (null and 0 without overlap). A reviewer who answers at
+  random scores about 1/2 and one who always contradicts the truth near 0; a reviewer whom the
+  others outvote is not thereby wrong (the estimate weighs each reviewer by their record).
 """
 
 from __future__ import annotations
@@ -95,6 +109,31 @@ DERIVED_VIEWS: dict[str, str] = {
         SELECT round AS decided_round, doc_id, claim_id, n_votes, n_confirm, n_reject, n_abstain, quorum,
                decision AS outcome
         FROM latest_decisions
+    """,
+    "deferral_outcomes": """
+        WITH d AS (
+            SELECT round, doc_id, claim_id, count(DISTINCT reviewer) AS n_assigned,
+                   lead(round) OVER (PARTITION BY doc_id, claim_id ORDER BY round) AS next_round
+            FROM deferrals GROUP BY round, doc_id, claim_id
+        ),
+        settled AS (
+            SELECT d.round, d.doc_id, d.claim_id, x.round AS decided_round, x.decision
+            FROM d JOIN decisions x
+              ON x.doc_id = d.doc_id AND x.claim_id = d.claim_id AND x.round > d.round
+             AND (d.next_round IS NULL OR x.round <= d.next_round)
+            WHERE x.decision <> 'pending'
+            QUALIFY row_number() OVER (PARTITION BY d.round, d.doc_id, d.claim_id ORDER BY x.round) = 1
+        ),
+        answers AS (
+            SELECT round, doc_id, claim_id, count(DISTINCT reviewer) AS n_answered FROM verdicts GROUP BY ALL
+        )
+        SELECT d.round, d.doc_id, d.claim_id, d.n_assigned, coalesce(a.n_answered, 0) AS n_answered,
+               CASE WHEN s.decision IS NOT NULL THEN s.decision WHEN d.next_round IS NOT NULL THEN 'abstain' ELSE 'pending' END AS outcome,
+               CASE WHEN s.decision IS NOT NULL THEN s.decided_round ELSE d.next_round END AS decided_round,
+               EXISTS (SELECT 1 FROM audits u WHERE u.round = d.round AND u.doc_id = d.doc_id AND u.claim_id = d.claim_id) AS audit
+        FROM d
+        LEFT JOIN settled s ON s.round = d.round AND s.doc_id = d.doc_id AND s.claim_id = d.claim_id
+        LEFT JOIN answers a ON a.round = d.round AND a.doc_id = d.doc_id AND a.claim_id = d.claim_id
     """,
     "claim_status": """
         WITH latest AS (SELECT doc_id, max(round) AS round FROM scores GROUP BY doc_id)
@@ -185,15 +224,13 @@ DERIVED_VIEWS: dict[str, str] = {
             FROM per_round p LEFT JOIN late_responses l ON l.round = p.round
         ),
         reviewed AS (
-            SELECT d.round, count(*) AS n_deferred,
-                   count(*) FILTER (WHERE o.decision = 'confirm') AS n_confirmed,
-                   count(*) FILTER (WHERE o.decision = 'reject') AS n_rejected,
-                   count(*) FILTER (WHERE o.decision = 'abstain') AS n_abstained,
-                   count(*) FILTER (WHERE o.decision IS NULL OR o.decision = 'pending') AS n_pending
-            FROM (SELECT DISTINCT round, doc_id, claim_id FROM deferrals
-                  ANTI JOIN audits USING (round, doc_id, claim_id)) d
-            LEFT JOIN latest_decisions o ON o.doc_id = d.doc_id AND o.claim_id = d.claim_id
-            GROUP BY d.round
+            SELECT round, count(*) AS n_deferred,
+                   count(*) FILTER (WHERE outcome = 'confirm') AS n_confirmed,
+                   count(*) FILTER (WHERE outcome = 'reject') AS n_rejected,
+                   count(*) FILTER (WHERE outcome = 'abstain') AS n_abstained,
+                   count(*) FILTER (WHERE outcome = 'pending') AS n_pending
+            FROM deferral_outcomes WHERE NOT audit
+            GROUP BY round
         ),
         questions AS (
             SELECT round, count(*) AS n_questions_rechecked, count(*) FILTER (WHERE answerable) AS n_questions_answered
@@ -318,19 +355,9 @@ DERIVED_VIEWS: dict[str, str] = {
         kappa AS (
             SELECT round, CASE WHEN p_e < 1 THEN (p_bar - p_e) / (1 - p_e) END AS fleiss_kappa FROM pooled
         ),
-        sided AS (
-            SELECT v.round, v.doc_id, v.claim_id, v.reviewer, v.verdict,
-                   count(*) FILTER (WHERE verdict = 'confirm') OVER w - (v.verdict = 'confirm')::INT AS others_confirm,
-                   count(*) FILTER (WHERE verdict = 'reject') OVER w - (v.verdict = 'reject')::INT AS others_reject
-            FROM votes v WHERE v.verdict <> 'abstain'
-            WINDOW w AS (PARTITION BY v.round, v.doc_id, v.claim_id)
-        ),
-        loo AS (
-            SELECT round, reviewer,
-                   count(*) FILTER (WHERE others_confirm <> others_reject) AS n_overlap,
-                   avg(CASE WHEN others_confirm <> others_reject
-                            THEN (verdict = CASE WHEN others_confirm > others_reject THEN 'confirm' ELSE 'reject' END)::DOUBLE END) AS accuracy
-            FROM sided GROUP BY round, reviewer
+        reliability AS (  -- each reviewer's latest Dawid–Skene estimate (table reviewer_reliability)
+            SELECT reviewer, n_overlap, accuracy FROM reviewer_reliability
+            QUALIFY row_number() OVER (PARTITION BY reviewer ORDER BY round DESC) = 1
         )
         SELECT v.round, v.reviewer, count(*) AS n_verdicts,
                count(*) FILTER (WHERE v.verdict = 'confirm') AS n_confirm,
@@ -339,14 +366,14 @@ DERIVED_VIEWS: dict[str, str] = {
                avg(v.seconds_spent) AS mean_seconds,
                avg(CASE WHEN i.n >= 2 AND o.outcome <> 'pending' THEN (v.verdict = o.outcome)::DOUBLE END) AS agreement,
                any_value(k.fleiss_kappa) AS fleiss_kappa,
-               coalesce(any_value(a.n_overlap), 0) AS n_overlap,
-               any_value(a.accuracy) AS accuracy
+               any_value(a.accuracy) AS reliability,
+               coalesce(any_value(a.n_overlap), 0) AS reliability_overlap
         FROM votes v
-        LEFT JOIN verdict_outcomes o ON o.doc_id = v.doc_id AND o.claim_id = v.claim_id
+        LEFT JOIN deferral_outcomes o ON o.round = v.round AND o.doc_id = v.doc_id AND o.claim_id = v.claim_id
         LEFT JOIN (SELECT round, doc_id, claim_id, count(*) AS n FROM votes GROUP BY ALL) i
           ON i.round = v.round AND i.doc_id = v.doc_id AND i.claim_id = v.claim_id
         LEFT JOIN kappa k ON k.round = v.round
-        LEFT JOIN loo a ON a.round = v.round AND a.reviewer = v.reviewer
+        LEFT JOIN reliability a ON a.reviewer = v.reviewer
         GROUP BY v.round, v.reviewer
     """,
 }

@@ -66,9 +66,36 @@ def test_verdict_aggregation_majority_ties_abstentions_and_quorum() -> None:
         ("few", "a", "confirm"),
     ]), quorum=2)
     got = dict(zip(agg["claim_id"], agg["decision"]))
-    assert got == {"maj": "confirm", "tie": "abstain", "abst": "abstain", "rej": "reject", "few": "pending"}
+    # quorum counts decisive votes (DESIGN §5): one reject and one abstain do not make quorum 2
+    assert got == {"maj": "confirm", "tie": "abstain", "abst": "abstain", "rej": "abstain", "few": "pending"}
     with pytest.raises(InvalidVerdicts, match="unknown verdict 'maybe'"):
         decide(votes([("x", "a", "maybe")]))
+
+
+def test_one_confirm_and_one_abstain_never_promote_under_quorum_two() -> None:
+    one_word = votes([("x", "alice", "confirm"), ("x", "bob", "abstain")])
+    assert decide(one_word, quorum=2)["decision"].to_list() == ["abstain"]
+    assert decide(one_word, quorum=1)["decision"].to_list() == ["confirm"]
+    assert decide(votes([("x", "alice", "confirm"), ("x", "bob", "confirm")]), quorum=2)["decision"].to_list() == ["confirm"]
+
+
+def test_a_claim_waits_for_the_reviewers_of_its_latest_deferral() -> None:
+    # round 1: alice and bob tie; round 2 the claim goes to carol and dave; round 3 to erin
+    voted = pl.DataFrame([
+        {"doc_id": "d", "claim_id": "x", "reviewer": r, "verdict": v, "round": rnd}
+        for r, v, rnd in [("alice", "confirm", 1), ("bob", "reject", 1)]
+    ])
+    assigned = pl.DataFrame([{"doc_id": "d", "claim_id": "x", "round": rnd, "reviewer": r}
+                             for rnd, r in [(1, "alice"), (1, "bob"), (2, "carol"), (2, "dave")]])
+    assert decide(voted, 2, assigned=assigned.filter(pl.col("round") == 1))["decision"].to_list() == ["abstain"]  # all answered, tie
+    assert decide(voted, 2, assigned=assigned)["decision"].to_list() == ["pending"]  # carol and dave have not answered
+    carol = pl.concat([voted, pl.DataFrame([{"doc_id": "d", "claim_id": "x", "reviewer": "carol", "verdict": "abstain", "round": 2}])])
+    assert decide(carol, 2, assigned=assigned)["decision"].to_list() == ["pending"]  # dave still out
+    dave = pl.concat([carol, pl.DataFrame([{"doc_id": "d", "claim_id": "x", "reviewer": "dave", "verdict": "confirm", "round": 2}])])
+    assert decide(dave, 2, assigned=assigned)["decision"].to_list() == ["confirm"]  # 2 confirm vs 1 reject, 3 decisive
+    # an answered reviewer's vote of an earlier round does not answer the latest deferral
+    again = pl.concat([assigned, pl.DataFrame([{"doc_id": "d", "claim_id": "x", "round": 3, "reviewer": "alice"}])])
+    assert decide(voted, 3, assigned=again)["decision"].to_list() == ["pending"]
 
 
 def test_each_reviewers_latest_vote_counts_once_across_rounds() -> None:

@@ -43,16 +43,34 @@ def pairs(df: pl.DataFrame) -> list[tuple[str, str]]:
     return list(df.select("claim_id", "reviewer").iter_rows())
 
 
-def test_assignment_gives_each_claim_overlap_reviewers_round_robin() -> None:
+def test_assignment_gives_each_claim_overlap_reviewers_in_rotation() -> None:
     got = assign_reviewers(chosen("x", "y", "z"), ["a", "b", "c"], overlap=2, round_id=1)
-    assert pairs(got) == [("x", "a"), ("x", "b"), ("y", "c"), ("y", "a"), ("z", "b"), ("z", "c")]
+    assert pairs(got) == [("x", "a"), ("x", "b"), ("y", "b"), ("y", "c"), ("z", "c"), ("z", "a")]
     assert got["reviewer"].value_counts()["count"].to_list() == [2, 2, 2]  # even load
     assert got["rank"].to_list() == [1, 1, 2, 2, 3, 3]  # selection columns kept, in selection order
     # the next round starts further along the pool, so the top claim goes to someone else
-    assert pairs(assign_reviewers(chosen("x"), ["a", "b", "c"], overlap=2, round_id=2)) == [("x", "c"), ("x", "a")]
+    assert pairs(assign_reviewers(chosen("x"), ["a", "b", "c"], overlap=2, round_id=2)) == [("x", "c"), ("x", "b")]
     # overlap above the pool size: everyone, once
     assert pairs(assign_reviewers(chosen("x"), ["a", "b"], overlap=5, round_id=1)) == [("x", "a"), ("x", "b")]
     assert assign_reviewers(chosen("x", "y"), ["a", "b"], 1, 3).equals(assign_reviewers(chosen("x", "y"), ["a", "b"], 1, 3))
+
+
+@pytest.mark.parametrize("pool_size", [3, 4, 5, 6])
+@pytest.mark.parametrize("overlap", [2, 3])
+def test_every_pair_of_reviewers_shares_claims_within_pool_size_rounds(pool_size: int, overlap: int) -> None:
+    # the old round robin started every claim at a multiple of k: with four reviewers and overlap 2
+    # the pairs were always {a, b} and {c, d}, so reliability could never compare a with c
+    pool = [f"r{j}" for j in range(pool_size)]
+    met: set[frozenset[str]] = set()
+    for round_id in range(1, pool_size + 1):
+        got = assign_reviewers(chosen(*(f"c{i}" for i in range(pool_size))), pool, overlap=overlap, round_id=round_id)
+        loads = got["reviewer"].value_counts()["count"]
+        assert loads.max() - loads.min() <= 1  # the load stays even
+        for _, group in got.group_by("claim_id"):
+            names = sorted(group["reviewer"])
+            assert len(set(names)) == min(overlap, pool_size)
+            met |= {frozenset((p, q)) for i, p in enumerate(names) for q in names[i + 1:]}
+    assert met == {frozenset((p, q)) for i, p in enumerate(pool) for q in pool[i + 1:]}
 
 
 def test_assignment_prefers_reviewers_who_have_not_voted_on_the_claim() -> None:

@@ -521,7 +521,8 @@ def test_fleiss_kappa_per_round(local_config: LakeConfig) -> None:
     lake = Lake.open(local_config)
     votes = [("a", "confirm", "confirm"), ("b", "reject", "reject"), ("c", "confirm", "reject")]
     rows = [verdict("d", cid, 3, who, v, 10.0) for cid, v1, v2 in votes for who, v in (("r1", v1), ("r2", v2))]
-    lake.commit("kappa", {"verdicts": pl.DataFrame(rows)})
+    lake.commit("kappa", {"deferrals": pl.DataFrame([deferral("d", cid, 3, who) for cid, _, _ in votes for who in ("r1", "r2")]),
+                          "verdicts": pl.DataFrame(rows)})
     lake.commit("kappa/settle", {"decisions": decide(lake.read("verdicts"), 2).with_columns(round=pl.lit(4, pl.Int32))})
     stats = lake.query("SELECT reviewer, fleiss_kappa, agreement FROM reviewer_stats ORDER BY reviewer").rows()
     # P̄ = (1 + 1 + 0) / 3, P_e = 0.5² + 0.5²  →  κ = (2/3 − 1/2) / (1 − 1/2) = 1/3

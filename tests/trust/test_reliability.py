@@ -1,6 +1,6 @@
 """Reviewer reliability: Dawid–Skene accuracies against simulated reviewers of known accuracy,
-weighted decisions that out-weigh a reviewer who answers at random, and ``reviewer_stats``'
-leave-one-out accuracy on a lake written table by table."""
+weighted decisions that out-weigh a reviewer who answers at random, and the estimate as
+``reviewer_stats`` shows it on a lake written table by table."""
 
 from __future__ import annotations
 
@@ -68,24 +68,28 @@ def test_no_overlap_no_estimate() -> None:
     assert est.rows() == [("x", 0, None), ("y", 0, None), ("z", 0, None)] and vote_weights(est) == {}
 
 
-def test_reviewer_stats_shows_leave_one_out_accuracy_beside_kappa(tmp_path) -> None:
+def test_reviewer_stats_shows_the_dawid_skene_reliability_the_round_stored(tmp_path) -> None:
+    """The audit's lake: three people, the verifier and a contrarian. Against the majority of the
+    others the verifier scored 0.000 (it sat in the pair the others outvoted) exactly like a
+    reviewer who always contradicts; the Dawid–Skene estimate separates them, and
+    ``reviewer_stats`` shows it with the votes it rests on."""
     from datetime import datetime, timezone
 
     from storage.config import LakeConfig
 
-    votes, _ = simulated_votes(300, seed=4, accuracy={"ada": 0.95, "ben": 0.9, "rand1": 0.5})
+    accuracy = {"alice": 0.9, "bob": 0.85, "carol": 0.8, "verifier": 0.93, "contrarian": 0.07}
+    votes, _ = simulated_votes(300, seed=4, accuracy=accuracy)
     t0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
     lake = Lake.open(LakeConfig(lake=str(tmp_path / "lake")))
     lake.commit("votes", {"verdicts": votes.with_columns(round=pl.lit(1, pl.Int32), created_at=pl.lit(t0))})
+    estimate = estimate_reliability(votes)
+    lake.commit("reliability/round=2", {"reviewer_reliability": estimate.with_columns(round=pl.lit(2, pl.Int32))})
     stats = {r["reviewer"]: r for r in lake.query("SELECT * FROM reviewer_stats").rows(named=True)}
-    # expected ≈ 0.86 for both (the others' majority errs too, which pulls it toward 1/2), 0.5 for the coin-flipper
-    assert min(stats["ada"]["accuracy"], stats["ben"]["accuracy"]) > 0.75 and abs(stats["rand1"]["accuracy"] - 0.5) < 0.1
-    assert stats["ada"]["fleiss_kappa"] is not None and 0 < stats["ada"]["n_overlap"] <= 300
-    # hand check on one claim: ada and ben confirm, rand1 rejects → rand1 disagrees with the others' majority;
-    # for ada (and ben) the others are split one to one: no majority, no estimate
-    one = votes.filter(pl.col("claim_id") == "c0")
-    lake2 = Lake.open(LakeConfig(lake=str(tmp_path / "lake2")))
-    fixed = one.with_columns(verdict=pl.when(pl.col("reviewer") == "rand1").then(pl.lit("reject")).otherwise(pl.lit("confirm")))
-    lake2.commit("votes", {"verdicts": fixed.with_columns(round=pl.lit(1, pl.Int32), created_at=pl.lit(t0))})
-    acc = dict(lake2.query("SELECT reviewer, accuracy FROM reviewer_stats").rows())
-    assert acc == {"ada": None, "ben": None, "rand1": 0.0}
+    shown = {r: stats[r]["reliability"] for r in accuracy}
+    assert min(shown, key=shown.get) == "contrarian" and shown["contrarian"] < 0.2
+    assert shown["verifier"] > 0.85 and min(shown["alice"], shown["bob"], shown["carol"]) > 0.7
+    assert all(stats[r]["reliability_overlap"] == 300 for r in accuracy)
+    assert "accuracy" not in stats["alice"] and "n_overlap" not in stats["alice"]  # the leave-one-out column is gone
+    # a later estimate replaces the shown one
+    lake.commit("reliability/round=3", {"reviewer_reliability": estimate.with_columns(round=pl.lit(3, pl.Int32), accuracy=pl.lit(0.5))})
+    assert set(lake.query("SELECT reliability FROM reviewer_stats")["reliability"]) == {0.5}
