@@ -12,6 +12,7 @@ import polars as pl
 import pyarrow.dataset as ds
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run as current_run
 
 from flows.params import DispatchParams, VerdictParams
 from flows.queries import recheck_queries
@@ -23,6 +24,7 @@ from flows.verdicts import LakeTexts, assignments, document_texts, ingest_verdic
 from grace_core.adjudication import adjudication_assignments, check_adjudicator, split_claims
 from grace_core.audit import audit_claims, interleave
 from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
+from grace_core.errors import UnprovenReviewer, VerdictFilesRefused
 from grace_core.review import verify_claims
 from grace_core.round import defer
 from grace_core.verdict_files import InvalidVerdictFile
@@ -164,38 +166,46 @@ def counts(named: dict) -> str:
 
 
 @grace_task()
-def ingest_review_inbox(settings: GraceSettings, now: datetime) -> tuple[list[str], list[str]]:
-    """Read every file of the lake's review inbox once: verdict files are recorded (bad rows
-    quarantined with file, line and reason) and moved to ``review/processed/``; any other file
-    is moved to the quarantine with an error report. Returns one line per file, and one line
-    per quarantined file or bad row."""
+def ingest_review_inbox(settings: GraceSettings, now: datetime) -> tuple[list[str], list[str], list[str]]:
+    """Read every file of the lake's review inbox once: signed verdict files are recorded (bad
+    rows quarantined with file, line and reason) and moved to ``review/processed/``; any other
+    file (not a verdict file, unsigned, forged, changed after signing, of a revoked key, holding
+    another reviewer's rows: :func:`~flows.verdicts.ingest_verdict_file`) is moved to the
+    quarantine whole with its reason, and nothing of it is stored. Returns one line per recorded
+    file, one line per quarantined file or bad row, and one line per file quarantined whole."""
     lake = open_lake(settings)
     area = ReviewArea(lake.store)
-    lines, problems = [], []
+    lines, problems, refused = [], [], []
     for name in area.inbox_names():
         data = None
         try:
             data = area.read_inbox(name, settings)
             report = ingest_verdict_file(lake, name, data, now, settings)
-        except InvalidVerdictFile as exc:
-            problems.append(f"{name}: quarantined: {exc}")
+        except (InvalidVerdictFile, UnprovenReviewer) as exc:
+            problems.append(f"{name}: quarantined: {str(exc).removeprefix(f'{name}: ')}")
+            refused.append(problems[-1])
             area.quarantine_file(name, data, str(exc))
             continue
         area.mark_processed(name, data)
         lines.append(report.summary())
         problems += map(str, report.bad)
-    return lines, problems
+    return lines, problems, refused
 
 
 @flow(name="ingest_verdicts", log_prints=True)
 def ingest_verdicts(params: VerdictParams) -> list[str]:
     """The review inbox's verdict files into the lake (bad rows and files quarantined, each a
     WARNING and a line of the ``grace-verdict-problems`` artifact); the round's settle step
-    (``score_round``) decides them with every other vote."""
+    (``score_round``) decides them with every other vote.
+
+    A file refused whole (unsigned, forged, of a revoked key, …) never stops the others. Run on
+    its own (the ``ingest-verdicts`` deployment), the run then ends Failed naming the refused
+    files, after recording the good ones, so that someone looks; as a sub-flow of the nightly
+    round it leaves them as warnings and the round goes on."""
     settings = params.settings()
     now = timestamp(params.now)
     logger = get_run_logger()
-    lines, problems = ingest_review_inbox(settings, now)
+    lines, problems, refused = ingest_review_inbox(settings, now)
     for line in lines:
         logger.info(line)
     for line in problems:
@@ -204,4 +214,6 @@ def ingest_verdicts(params: VerdictParams) -> list[str]:
         listed = "\n".join(f"- {line}" for line in problems)
         create_markdown_artifact(key="grace-verdict-problems", description="Verdict files and rows quarantined",
                                  markdown=f"# Quarantined verdicts\n\n{len(problems)} problem(s); fix and drop the file in the inbox again.\n\n{listed}\n")
+    if refused and current_run.parent_flow_run_id is None:
+        raise VerdictFilesRefused(f"{len(refused)} verdict file(s) refused whole and quarantined (the others were recorded): " + "; ".join(refused))
     return lines + problems

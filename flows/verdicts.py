@@ -2,11 +2,12 @@
 assignments with what a reviewer sees of each claim, and verdicts recorded from any channel
 (verifier, file, terminal, Prefect UI) after every row was checked.
 
-Recording is safe by construction: each unit (a verdict file by its content hash, a terminal
-answer, a resumed UI run) is one idempotent lake commit; rows are checked against the claims,
-the assignments and the stored votes first (:func:`grace_core.verdict_files.check_verdicts`),
-bad rows go to the quarantine with file, line and reason, and stored verdicts are only ever
-added to, never changed.
+Every vote has a proven author (:mod:`flows.reviewers`: a key, or a signed file): a unit
+holding a row of anyone else is refused whole. Recording is safe by construction: each unit (a
+verdict file by its content hash, a terminal answer, a resumed UI run) is one idempotent lake
+commit; rows are checked against the claims, the assignments and the stored votes first
+(:func:`grace_core.verdict_files.check_verdicts`), bad rows go to the quarantine with file,
+line and reason, and stored verdicts are only ever added to, never changed.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from datetime import datetime
 import polars as pl
 import pyarrow.dataset as ds
 
+from flows.reviewers import verify_verdict_file
 from grace_core.assignment import VERIFIER, open_assignments
+from grace_core.errors import UnprovenReviewer
 from grace_core.limits import InputLimits
 from grace_core.models.factory import ModelRoles
 from grace_core.review import nearest_priors
 from grace_core.round import claim_texts as round_claim_texts
 from grace_core.round import prior_units as round_prior_units
-from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file
+from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file, verdict_file_kind
 from storage.lake import Lake
 from storage.review_files import ReviewArea
 
@@ -179,12 +182,20 @@ class VerdictReport:
 
 def record_verdicts(
     lake: Lake, key: str, source: str, rows: list[VerdictRow], bad: list[BadRow], channel: str, now: datetime,
-    unanswered: int = 0,
+    unanswered: int = 0, *, author: str,
 ) -> VerdictReport:
     """Check ``rows`` against the lake's review state and commit the good ones to ``verdicts``
     as the unit of work ``key`` (with ``channel`` and ``created_at`` = ``now``); the bad ones,
     with ``bad`` rows found while reading, go to the quarantine. A ``key`` committed before
-    changes nothing."""
+    changes nothing.
+
+    ``author`` is the reviewer the channel proved (:func:`flows.reviewers.prove`, the signer of a
+    file; :data:`~grace_core.assignment.VERIFIER` for the verifier): a row of anyone else makes
+    the whole unit :class:`UnprovenReviewer`, and nothing is stored or quarantined."""
+    stranger = next((r for r in rows if r.reviewer != author), None)
+    if stranger is not None:
+        raise UnprovenReviewer(f"{source}: refused, nothing recorded: line {stranger.line} is a vote of {stranger.reviewer!r}, "
+                               f"but only {author!r} was proven (one reviewer per file or session)")
     if lake.is_committed(key):
         return VerdictReport(source, unanswered=unanswered, already_recorded=True)
     claims = lake.read("claims", columns=["doc_id", "claim_id"]).unique()
@@ -205,7 +216,11 @@ def record_verdicts(
 def ingest_verdict_file(lake: Lake, name: str, data: bytes, now: datetime, limits: InputLimits = InputLimits()) -> VerdictReport:
     """A returned verdict file (CSV or JSONL) into ``verdicts`` (channel ``file``); the same
     content twice changes nothing (the commit key is its SHA-256). Raises
-    :class:`~grace_core.verdict_files.InvalidVerdictFile` when it is not a verdict file."""
-    parsed = parse_verdict_file(name, data, limits)
+    :class:`~grace_core.verdict_files.InvalidVerdictFile` when it is not a verdict file, and
+    :class:`UnprovenReviewer` (nothing stored) unless it carries a valid signature line of a
+    registered reviewer (:func:`flows.reviewers.verify_verdict_file`) and every row is theirs."""
+    verdict_file_kind(name)  # a file of another kind is "not a verdict file", not "unsigned"
+    signer, payload = verify_verdict_file(lake, name, data)
+    parsed = parse_verdict_file(name, payload, limits)
     key = f"review/file/{hashlib.sha256(data).hexdigest()}"
-    return record_verdicts(lake, key, name, parsed.rows, parsed.bad, "file", now, parsed.unanswered)
+    return record_verdicts(lake, key, name, parsed.rows, parsed.bad, "file", now, parsed.unanswered, author=signer)

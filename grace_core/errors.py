@@ -86,3 +86,19 @@ class ModelCallsFailed(ModelError):
 class InvalidIdentifier(GraceError):
     """An id from outside (document, question or claim id, reviewer name) is not in the safe
     character set of :mod:`grace_core.identifiers`."""
+
+
+class UnprovenReviewer(GraceError):
+    """Votes whose reviewer is not proven: an unknown, revoked or wrong key, a verdict file that is
+    unsigned, forged or changed after signing, or rows of another reviewer than the one proven.
+    The whole unit is refused and nothing is stored; the message never holds a key."""
+
+
+class ReviewerRegistryRefused(GraceError):
+    """A change of the reviewer registry that cannot be made: adding a name that is registered
+    already or reserved (the verifier), revoking a name that is not registered."""
+
+
+class VerdictFilesRefused(InvalidVerdicts):
+    """Files of the review inbox were refused whole (quarantined with their reason) while the
+    others were recorded: a run of the ``ingest-verdicts`` deployment ends Failed naming them."""

@@ -261,19 +261,28 @@ def _parse_csv(name: str, text: str, limits: InputLimits) -> ParsedFile:
     return ParsedFile(rows, bad, unanswered)
 
 
+def verdict_file_kind(name: str) -> str:
+    """``csv`` or ``jsonl``: the format of verdict file ``name`` by its suffix (``.csv``, or
+    ``.jsonl``/``.ndjson``); :class:`InvalidVerdictFile` for any other name."""
+    lower = name.lower()
+    if lower.endswith(CSV_SUFFIXES):
+        return "csv"
+    if lower.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    raise InvalidVerdictFile(f"{name}: not a verdict file (expected .csv, .jsonl or .ndjson)")
+
+
 def parse_verdict_file(name: str, data: bytes, limits: InputLimits = InputLimits()) -> ParsedFile:
     """Parse a verdict file by its name's suffix (``.csv``, or ``.jsonl``/``.ndjson``).
     Line numbers are those of the file (a CSV row spanning lines is reported at its first).
     Raises :class:`InvalidVerdictFile` for any other suffix, an empty file (a CSV without a
     header, a JSONL file without a line), more than ``limits.max_verdict_bytes`` bytes or more
     than ``limits.max_verdict_rows`` rows. A CSV file with only its header holds no rows."""
-    lower = name.lower()
-    if not lower.endswith(CSV_SUFFIXES + JSONL_SUFFIXES):
-        raise InvalidVerdictFile(f"{name}: not a verdict file (expected .csv, .jsonl or .ndjson)")
+    kind = verdict_file_kind(name)
     if len(data) > limits.max_verdict_bytes:
         raise InvalidVerdictFile(f"{name}: " + over_limit(len(data), "bytes", "max_verdict_bytes", limits.max_verdict_bytes))
     text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
-    if lower.endswith(CSV_SUFFIXES):
+    if kind == "csv":
         return _parse_csv(name, text, limits)
     if not text.strip():
         raise InvalidVerdictFile(f"{name}: empty file (no verdict rows)")

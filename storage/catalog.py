@@ -49,6 +49,11 @@ from storage.views import DERIVED_VIEWS
 STATE_TABLE = "_grace_catalog"
 FILES_TABLE = "lake_files"
 STALE_TEMP_SECONDS = 600  # a catalog build takes seconds; older temporary files are leftovers of killed builds
+PRIVATE_COLUMNS: dict[str, tuple[str, ...]] = {"reviewers": ("salt", "key_hash")}
+"""Columns no SQL user sees, by table: the ``reviewers`` table's salt and key hash, which are
+signing-equivalent (:mod:`grace_core.reviewer_keys`). Such a table is copied into the catalog
+without them, a table rather than a view over its files, so that the SQL sandbox can refuse every
+read of its files (:func:`storage.readonly_sql.table_folders`); it is a few rows."""
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -74,20 +79,21 @@ def _quote(text: str) -> str:
 
 
 def table_view_sql(spec: TableSpec, table: TableState) -> str:
-    """The ``SELECT`` behind the view of one table: its columns in declared order, its files
-    smallest first. DuckDB binds a ``read_parquet`` by reading the footer of the first file it
-    lists, and a compacted partition's file can hold 87M rows in 21,000 row groups (a 13 MB
-    footer): listed first, every query of the table spent 0.3 s binding, even one whose
-    ``round`` filter skips that file (``edges`` after round 1 of a 100,000-document lake,
-    0.28 s against 0.01 s listed last)."""
+    """The ``SELECT`` behind the view of one table: its columns in declared order (but its
+    :data:`PRIVATE_COLUMNS`), its files smallest first. DuckDB binds a ``read_parquet`` by
+    reading the footer of the first file it lists, and a compacted partition's file can hold 87M
+    rows in 21,000 row groups (a 13 MB footer): listed first, every query of the table spent
+    0.3 s binding, even one whose ``round`` filter skips that file (``edges`` after round 1 of a
+    100,000-document lake, 0.28 s against 0.01 s listed last)."""
+    shown = [f for f in spec.schema if f.name not in PRIVATE_COLUMNS.get(spec.name, ())]
     if not table.files:
-        cols = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in spec.schema)
+        cols = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in shown)
         return f"SELECT {cols} LIMIT 0"
     if spec.partitioned and all(f.uri.count("=") == 1 and f"/{ROUND}={f.round}/" in f.uri for f in table.files):
         # one scan whose round comes from the round=N/ folders (DuckDB skips the other folders
         # when a query filters on round): a view of one branch binds in a fraction of the time
         # of one branch per round, and every commit rebuilds the catalog
-        cols = ", ".join(f'"{f.name}"' for f in spec.schema)
+        cols = ", ".join(f'"{f.name}"' for f in shown)
         paths = ", ".join(_quote(f.uri) for f in sorted(table.files, key=lambda f: f.bytes))
         return f"SELECT {cols} FROM read_parquet([{paths}], hive_partitioning = true, hive_types = {{'{ROUND}': INTEGER}})"
     groups: dict[int | None, list[str]] = {}  # a folder elsewhere in the path has an "=": one branch per round
@@ -97,7 +103,7 @@ def table_view_sql(spec: TableSpec, table: TableState) -> str:
     for rnd, uris in sorted(groups.items(), key=lambda g: -1 if g[0] is None else g[0]):
         cols = ", ".join(
             f'CAST({int(rnd)} AS INTEGER) AS "{ROUND}"' if spec.partitioned and f.name == ROUND else f'"{f.name}"'
-            for f in spec.schema
+            for f in shown
         )
         paths = ", ".join(_quote(u) for u in uris)
         branches.append(f"SELECT {cols} FROM read_parquet([{paths}], hive_partitioning = false)")
@@ -209,12 +215,13 @@ def _file_listing(tables: Iterable[TableState]) -> pa.Table:
 
 def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeState, shown: dict[str, int | None] | None) -> None:
     """Make the catalog open on ``con`` show ``state``: every view and table created (``shown``
-    None: an empty file), or only the views and ``lake_files`` rows of the tables whose version
-    differs from ``shown`` replaced (the derived views name the table views, so DuckDB binds
+    None: an empty file; a table with :data:`PRIVATE_COLUMNS` is copied, not viewed), or only the
+    views and ``lake_files`` rows of the tables whose version differs from ``shown`` replaced (the derived views name the table views, so DuckDB binds
     them to the new ones at query time)."""
     changed = [spec for spec in TABLES.values() if shown is None or shown.get(spec.name) != state.versions.get(spec.name)]
     for spec in changed:
-        con.execute(f'CREATE OR REPLACE VIEW "{spec.name}" AS {table_view_sql(spec, state.table(spec.name))}')
+        kind = "TABLE" if spec.name in PRIVATE_COLUMNS else "VIEW"  # a copy: the sandbox cannot open its files
+        con.execute(f'CREATE OR REPLACE {kind} "{spec.name}" AS {table_view_sql(spec, state.table(spec.name))}')
     if shown is None:
         for name, sql in DERIVED_VIEWS.items():
             con.execute(f'CREATE VIEW "{name}" AS {sql}')

@@ -22,7 +22,10 @@ alike); the first stops every write:
    read-only, with external access off except for the lake's table files, automatic extension
    install and load off, a memory limit, no spilling to disk, a bounded thread count, and the
    configuration locked last. ``read_csv('/etc/passwd')``, ``read_text('/proc/self/environ')``,
-   ``glob``, other buckets, ``ATTACH``, ``INSTALL``/``LOAD`` and ``http://`` URLs fail there.
+   ``glob``, other buckets, ``ATTACH``, ``INSTALL``/``LOAD`` and ``http://`` URLs fail there,
+   and so does every read of the files of a table with private columns (``reviewers``: its salts
+   and key hashes, :data:`storage.catalog.PRIVATE_COLUMNS`), which the catalog holds as a copy
+   without them (:func:`table_folders`).
 
 A timer interrupts a statement that runs longer than the timeout; a result larger than the
 memory limit is refused instead of being gathered. Every refusal or failure is one line
@@ -42,7 +45,9 @@ import pyarrow as pa
 
 from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
 from grace_core.per_process import PerProcess
+from storage.catalog import PRIVATE_COLUMNS
 from storage.config import SIZE_PATTERN, LakeConfig
+from storage.schemas import TABLES
 
 QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 """Parse-tree query nodes that only read; any other ``*_NODE`` (``COPY_QUERY_NODE``,
@@ -218,10 +223,18 @@ def readonly_statement(sql: str) -> str:
     raise ReadOnlyQuery(f"grace sql is read-only: {kind} statements are refused (only SELECT)")
 
 
+def table_folders(readable: Sequence[str]) -> list[str]:
+    """The folder of each table of :data:`storage.schemas.TABLES` under each tables folder of
+    ``readable`` (``…/tables/``), but those of tables with :data:`storage.catalog.PRIVATE_COLUMNS`:
+    the prefixes a sandbox may open. (DuckDB's allow-list has no exceptions, and resolves
+    ``..`` before matching, so leaving a folder out is what keeps it closed.)"""
+    return [f"{root.rstrip('/')}/{name}/" for root in readable for name in TABLES if name not in PRIVATE_COLUMNS]
+
+
 def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig) -> duckdb.DuckDBPyConnection:
-    """A connection that sees the catalog (read-only) and may open only files under the
-    ``readable`` prefixes (the lake's table files), with ``config``'s memory and thread limits;
-    its configuration is locked."""
+    """A connection that sees the catalog (read-only) and may open only the files of the tables
+    under the ``readable`` tables folders, private ones excepted (:func:`table_folders`), with
+    ``config``'s memory and thread limits; its configuration is locked."""
     try:
         con = duckdb.connect(":memory:", config={
             "autoinstall_known_extensions": False, "autoload_known_extensions": False,
@@ -234,7 +247,7 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
         con.execute(f"USE {CATALOG_ALIAS}")
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in readable)}]")
+        con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in table_folders(readable))}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET enable_progress_bar = false")  # drawn on stdout (a flow run's log) by a long query
         con.execute("SET lock_configuration = true")

@@ -31,7 +31,7 @@ def _register(argv: list[str] | None = None) -> None:
     if argv is not None and argv[:1] == ["score"]:
         from flows.cli import scoring  # noqa: F401
     else:
-        from flows.cli import ask, demo, eval, lake, report, review, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
+        from flows.cli import ask, demo, eval, lake, report, review, reviewer, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
 
     _unwrap_help(app)
 

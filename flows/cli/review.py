@@ -2,20 +2,28 @@
 
 - ``grace review --reviewer NAME``: the reviewer's pending claims one at a time in the
   terminal, with their context; each answer is recorded at once with the seconds spent on it;
-- ``grace review ingest FILE``: a returned verdict file (CSV or JSONL, local or ``s3://``);
+- ``grace review sign FILE --reviewer NAME``: sign a filled-in verdict file with the reviewer's key;
+- ``grace review ingest FILE``: a returned, signed verdict file (CSV or JSONL, local or ``s3://``);
 - ``grace review export``: rewrite the reviewers' packets in the lake's review outbox.
+
+The terminal and ``sign`` prove the reviewer first (:func:`flows.reviewers.prove`) with the key
+from :data:`KEY_ENV` or, when it is unset, a hidden prompt; a wrong, unknown or revoked key is one
+line and exit code 2 before anything is shown or stored.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+from pathlib import Path
 from time import monotonic
 from typing import Optional
 
 import typer
 
 from flows.cli import app
+from flows.reviewers import prove, sign_verdict_file
 from flows.runtime import roles_with_cache, timestamp
 from flows.settings import build_settings
 from flows.verdicts import ingest_verdict_file, pending_for, record_verdicts, review_context, write_packets
@@ -26,6 +34,8 @@ from storage.review_files import read_verdict_file
 
 LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
 ANSWERS = {"c": "confirm", "r": "reject", "a": "abstain", "s": "skip", "q": "quit"}
+KEY_ENV = "GRACE_REVIEWER_KEY"
+"""The environment variable a reviewer's key may come from (not a setting: the settings ignore it)."""
 
 review_app = typer.Typer(
     help="Review deferred claims: in the terminal (--reviewer NAME), or through verdict files (ingest, export).",
@@ -49,6 +59,11 @@ def _ask_verdict() -> str:
         typer.echo("  please answer c, r, a, s or q")
 
 
+def reviewer_key(reviewer: str) -> str:
+    """The key of ``reviewer``: :data:`KEY_ENV` when set, else asked for without echo."""
+    return os.environ.get(KEY_ENV, "").strip() or typer.prompt(f"key of reviewer {reviewer}", hide_input=True)
+
+
 def _show(row: dict, i: int, n: int) -> None:
     """One claim with its context."""
     confidence = "—" if row["confidence"] is None else f"{row['confidence']:.2f}"
@@ -68,7 +83,9 @@ def review(
     limit: Optional[int] = typer.Option(None, min=1, help="Stop after this many claims."),
 ) -> None:
     """Review your pending claims one at a time: c(onfirm), r(eject), a(bstain), s(kip) or
-    q(uit), then an optional note. Each verdict is recorded at once, with the seconds you spent."""
+    q(uit), then an optional note. Each verdict is recorded at once, with the seconds you spent.
+    Your key (from `grace reviewer add`) is asked for first, or taken from GRACE_REVIEWER_KEY; a
+    wrong, unknown or revoked key is refused (exit code 2) before any claim is shown."""
     if ctx.invoked_subcommand is not None:
         return
     if reviewer is None:
@@ -76,6 +93,7 @@ def review(
     check_id(reviewer, "reviewer")
     settings = build_settings(lake=lake)
     target = Lake.open(settings, must_exist=True)
+    prove(target, reviewer, reviewer_key(reviewer))
     pending = pending_for(target, reviewer, timestamp(None))
     if limit:
         pending = pending.head(limit)
@@ -103,7 +121,7 @@ def review(
             raw=json.dumps({"claim_id": row["claim_id"], "verdict": answer, "note": note}),
         )
         key = f"review/terminal/{reviewer}/round={row['round']}/{row['claim_id']}"
-        report = record_verdicts(target, key, source, [verdict], [], "terminal", timestamp(None))
+        report = record_verdicts(target, key, source, [verdict], [], "terminal", timestamp(None), author=reviewer)
         if report.recorded:
             counts["recorded"] += 1
             typer.echo(f"  recorded: {answer} ({verdict.seconds_spent:.0f} s)")
@@ -120,10 +138,12 @@ def ingest(
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
 ) -> None:
     """Record a returned verdict file (columns claim_id, verdict, reviewer; optionally doc_id,
-    round, seconds_spent, note; a returned packet works as is). Good rows are applied, every bad
-    row is reported with file, line and reason and kept in the lake's review quarantine (exit
-    code 1); the same file twice changes nothing. An empty file, a file over GRACE_MAX_VERDICT_BYTES
-    or GRACE_MAX_VERDICT_ROWS, or one that is not .csv/.jsonl is refused whole (exit code 2)."""
+    round, seconds_spent, note; a returned packet works as is), signed by its reviewer with
+    `grace review sign`. Good rows are applied, every bad row is reported with file, line and
+    reason and kept in the lake's review quarantine (exit code 1); the same file twice changes
+    nothing. A file that is unsigned, forged, changed after signing, signed with a revoked key or
+    holding another reviewer's rows, an empty file, a file over GRACE_MAX_VERDICT_BYTES or
+    GRACE_MAX_VERDICT_ROWS, or one that is not .csv/.jsonl is refused whole (exit code 2)."""
     settings = build_settings(lake=lake)
     target = Lake.open(settings, must_exist=True)
     name, data = read_verdict_file(file, settings, settings)
@@ -138,6 +158,29 @@ def ingest(
         raise typer.Exit(1)
 
 
+@review_app.command("sign")
+def sign(
+    file: Path = typer.Argument(..., help="A filled-in verdict file (.csv or .jsonl, e.g. a returned packet), signed in place."),
+    reviewer: str = typer.Option(..., "--reviewer", "-r", help="The reviewer whose votes the file holds (every answered row)."),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+) -> None:
+    """Sign a filled-in verdict file in place with the reviewer's key (GRACE_REVIEWER_KEY, or
+    asked for without echo): a last line `# grace-signature reviewer=… key=… hmac-sha256=…` (CSV)
+    or `{"grace_signature": {…}}` (JSONL) over the exact bytes before it, replacing an earlier
+    signature. Any change after signing makes the file refused at ingest. A wrong, unknown or
+    revoked key, or an answered row of another reviewer, is refused (exit code 2), the file unchanged."""
+    check_id(reviewer, "reviewer")
+    settings = build_settings(lake=lake)
+    target = Lake.open(settings, must_exist=True)
+    name, data = read_verdict_file(str(file), settings, settings)
+    signed, n_rows = sign_verdict_file(target, name, data, reviewer, reviewer_key(reviewer), settings)
+    temporary = file.with_name(f".{file.name}.signing")
+    temporary.write_bytes(signed)
+    os.replace(temporary, file)
+    typer.echo(f"{file}: signed by {reviewer} ({n_rows} verdict{'s' if n_rows != 1 else ''}); "
+               "return it with `grace review ingest FILE` or drop it in the lake's review/inbox/")
+
+
 @review_app.command("export")
 def export(
     reviewer: Optional[str] = typer.Option(None, "--reviewer", "-r", help="Only this reviewer's packet (default: every human reviewer)."),
@@ -145,7 +188,8 @@ def export(
 ) -> None:
     """Rewrite review packets (CSV and JSONL, one per reviewer) in the lake's review outbox:
     every claim still waiting for the reviewer, with its text, source passage, nearest prior,
-    status, confidence and deadline, and empty verdict, seconds_spent and note columns."""
+    status, confidence and deadline, and empty verdict, seconds_spent and note columns. The
+    reviewer fills them in and signs the file (`grace review sign`) before returning it."""
     if reviewer is not None:
         check_id(reviewer, "reviewer")
     settings = build_settings(lake=lake)
@@ -157,3 +201,6 @@ def export(
         typer.echo("no human reviewers: set GRACE_REVIEWERS or name one with --reviewer")
     for name, out in written.items():
         typer.echo(f"{name}: {out['claims']} claim{'s' if out['claims'] != 1 else ''} → {', '.join(out['files'])}")
+    if written:
+        typer.echo(f"Answer in a packet, sign it with `grace review sign FILE --reviewer {reviewer or 'NAME'}`, then return it "
+                   "(`grace review ingest FILE`, or the lake's review/inbox/): unsigned files are refused.")
