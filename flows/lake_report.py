@@ -162,6 +162,26 @@ def plot_reviewers(reviewers: pl.DataFrame) -> bytes:
     return png_bytes(fig)
 
 
+def plot_reliability(reviewers: pl.DataFrame) -> bytes:
+    """Each reviewer's estimated reliability (Dawid–Skene accuracy, ``reviewer_stats``), with
+    the confirm/reject votes on shared claims it rests on above each bar; 0.5 is chance."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.2))
+    rated = reviewers.filter(pl.col("reliability").is_not_null()) if reviewers.height else reviewers
+    if rated.height == 0:
+        _empty(ax, "reviewers sharing claims")
+    else:
+        names, values = rated["reviewer"].to_list(), rated["reliability"].to_list()
+        bars = ax.bar(names, values, color=["#c62828" if v < 0.5 else "#2e7d32" for v in values])
+        for bar, n in zip(bars, rated["reliability_overlap"].to_list()):
+            ax.annotate(f"{n} votes", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
+        ax.axhline(0.5, color="#666", linestyle="--", linewidth=1, label="chance")
+        ax.set_ylim(0, 1.1)
+        ax.set_ylabel("estimated accuracy")
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("Reviewer reliability (Dawid–Skene)")
+    return png_bytes(fig)
+
+
 def plot_costs(costs: pl.DataFrame) -> bytes:
     """Tokens per round by role (stacked bars)."""
     fig, ax = pyplot().subplots(figsize=(6.4, 3.2))
@@ -187,6 +207,7 @@ PLOTS: dict[str, tuple[str, Callable[[ReportData], bytes]]] = {
     "frontier.png": ("Frontier by document", lambda d: plot_frontier(d.frontier)),
     "precision.png": ("Precision with intervals", lambda d: plot_precision(d.precision, d.metrics)),
     "reviewers.png": ("Verdicts per reviewer", lambda d: plot_reviewers(d.reviewers)),
+    "reliability.png": ("Reviewer reliability", lambda d: plot_reliability(d.reviewers)),
     "costs.png": ("Model tokens", lambda d: plot_costs(d.costs)),
 }
 
@@ -261,6 +282,11 @@ of deferral, with its 95% Wilson score interval; abstentions and pending votes a
 {html_table(data.precision, percent=("share", "low", "high", "cum_share", "cum_low", "cum_high"))}
 <h2>Reviewers</h2>
 {img['reviewers.png']}
+<p class=note>Reliability: each reviewer's accuracy estimated from the claims they shared with others (Dawid–Skene,
+one coin, every vote of the lake; 0.5 is chance, a reviewer who always contradicts the truth is near 0), and the
+confirm/reject votes on shared claims it rests on. Agreeing with the majority is not the measure: a reliable reviewer
+paired with a careless one is outvoted as often as not.</p>
+{img['reliability.png']}
 {html_table(data.reviewers)}
 <p class=note>Per round (agreement: share of a reviewer's votes on claims with ≥ 2 votes that equal the decision; Fleiss' kappa of the round).</p>
 {html_table(data.reviewer_rounds, percent=("agreement",))}

@@ -57,11 +57,13 @@ def frontier_by_document(status: pl.DataFrame) -> pl.DataFrame:
 
 def reviewer_totals(stats: pl.DataFrame) -> pl.DataFrame:
     """``reviewer_stats`` rows → per reviewer ``rounds, n_verdicts, n_confirm, n_reject,
-    n_abstain`` summed over rounds and ``mean_seconds`` weighted by verdicts (null when none was
-    timed, e.g. the verifier); by reviewer."""
+    n_abstain`` summed over rounds, ``mean_seconds`` weighted by verdicts (null when none was
+    timed, e.g. the verifier), and the reviewer's latest Dawid–Skene ``reliability`` with the
+    ``reliability_overlap`` votes it rests on (the same on every row of the reviewer); by reviewer."""
     if stats.height == 0:
         return pl.DataFrame(schema={"reviewer": pl.Utf8, "rounds": pl.Int64, "n_verdicts": pl.Int64, "n_confirm": pl.Int64,
-                                    "n_reject": pl.Int64, "n_abstain": pl.Int64, "mean_seconds": pl.Float64})
+                                    "n_reject": pl.Int64, "n_abstain": pl.Int64, "mean_seconds": pl.Float64,
+                                    "reliability": pl.Float64, "reliability_overlap": pl.Int64})
     return stats.group_by("reviewer").agg(
         rounds=pl.col("round").n_unique().cast(pl.Int64),
         n_verdicts=pl.col("n_verdicts").sum().cast(pl.Int64),
@@ -70,9 +72,13 @@ def reviewer_totals(stats: pl.DataFrame) -> pl.DataFrame:
         n_abstain=pl.col("n_abstain").sum().cast(pl.Int64),
         _timed=pl.col("n_verdicts").filter(pl.col("mean_seconds").is_not_null()).sum(),
         _seconds=(pl.col("mean_seconds") * pl.col("n_verdicts")).sum(),
+        reliability=pl.col("reliability").cast(pl.Float64).first(),
+        reliability_overlap=pl.col("reliability_overlap").cast(pl.Int64).first(),
     ).with_columns(
         mean_seconds=pl.when(pl.col("_timed") > 0).then(pl.col("_seconds") / pl.col("_timed")),
-    ).drop("_timed", "_seconds").sort("reviewer")
+    ).drop("_timed", "_seconds").select(
+        "reviewer", "rounds", "n_verdicts", "n_confirm", "n_reject", "n_abstain", "mean_seconds", "reliability", "reliability_overlap",
+    ).sort("reviewer")
 
 
 def costs_by_round(calls: pl.DataFrame) -> pl.DataFrame:

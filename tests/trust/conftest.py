@@ -12,6 +12,7 @@ import pytest
 
 from flows.score import fill_scoring_counts
 from grace_core.decisions import decide
+from grace_core.reliability import estimate_reliability
 from storage.config import LakeConfig
 from storage.lake import Lake
 
@@ -81,7 +82,8 @@ def write_small_lake(root: Path) -> Lake:
     lake.commit("dispatch/round=1", {"deferrals": deferrals.with_columns(pl.col("round", "rank").cast(pl.Int32)),
                                      "verdicts": verdicts.with_columns(pl.col("round").cast(pl.Int32))})
     decisions = decide(verdicts).with_columns(round=pl.lit(2, pl.Int32))
-    lake.commit("settle/round=2", {"decisions": decisions, "scores": _scores(2), "llm_calls": _calls(2)})
+    reliability = estimate_reliability(verdicts).with_columns(round=pl.lit(2, pl.Int32))
+    lake.commit("settle/round=2", {"decisions": decisions, "scores": _scores(2), "llm_calls": _calls(2), "reviewer_reliability": reliability})
     fill_scoring_counts(lake, 1000)  # the counts round_metrics sums, as the score flow stores them
     return lake
 

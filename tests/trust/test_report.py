@@ -16,7 +16,7 @@ from storage.lake import Lake
 from tests.grace_cli import run_grace
 from tests.trust.conftest import T0, cid
 
-PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "costs.png")
+PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "reliability.png", "costs.png")
 
 
 def test_wilson_interval_matches_the_closed_form_and_stays_inside_0_1() -> None:
@@ -52,7 +52,7 @@ def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path
     out = tmp_path / "report"
     code, stdout, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(out), "--top", "4")
     assert code == 0, stderr
-    assert f"{out / 'index.html'} (5 plots)" in stdout
+    assert f"{out / 'index.html'} (6 plots)" in stdout
     for name in PLOTS:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     page = (out / "index.html").read_text(encoding="utf-8")
@@ -62,7 +62,10 @@ def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path
         assert f"<h2>{heading}</h2>" in page
     # precision: round 1 decided 3 claims (paper-b's split vote is an abstain), 2 confirmed → 66.7% [20.8%, 93.9%]
     assert "<td>66.7%</td><td>20.8%</td><td>93.9%</td>" in page
-    assert "18 model calls, 3,960 tokens, $0.0360." in page  # 2 rounds × 3 roles × calls of 120, 220, 320 tokens and $0.001–0.003
+    assert "18 model calls, 3,960 tokens, $0.0360." in page
+    # the reviewers' Dawid–Skene reliability the round stored, with the votes it rests on
+    reviewers = page.split("<h2>Reviewers</h2>")[1].split("<h2>")[0]
+    assert "<th>reliability</th><th>reliability_overlap</th>" in reviewers and "Reviewer reliability" in reviewers  # 2 rounds × 3 roles × calls of 120, 220, 320 tokens and $0.001–0.003
     waiting = page.split("<h2>Top Boundary claims waiting</h2>")[1]
     assert cid("paper-b", 6) in waiting and "<td>alice</td>" in waiting  # deferred, unanswered
     assert cid("paper-b", 5) in waiting  # the split vote was an abstain: still waiting
