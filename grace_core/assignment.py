@@ -32,10 +32,11 @@ class ReviewConfig(BaseModel):
         (), description='Human reviewers who get review packets, e.g. GRACE_REVIEWERS=\'["alice", "bob"]\'; none by default.'
     )
     use_verifier: bool = Field(True, description="The verifier (litellm or offline) reviews as one more member of the pool.")
-    overlap: int = Field(1, ge=1, description="Reviewers each deferred claim is assigned to (at most the pool size).")
-    packet_size: int = Field(10, ge=1, description="Claims per review packet in the Prefect UI.")
+    overlap: int = Field(1, ge=1, le=1000, description="Reviewers each deferred claim is assigned to (at most the pool size; at most 1,000).")
+    packet_size: int = Field(10, ge=1, le=1000, description="Claims per review packet in the Prefect UI (at most 1,000: one form).")
     deadline_hours: float = Field(
-        72.0, gt=0, description="Hours a human reviewer has to answer; an unanswered claim then returns to the pool."
+        72.0, gt=0, le=24 * 366,
+        description="Hours a human reviewer has to answer (at most a year); an unanswered claim then returns to the pool."
     )
     weigh_by_reliability: bool = Field(
         False, description="Decide each claim by a majority weighted by its reviewers' estimated reliability (Dawid–Skene over every "
