@@ -60,8 +60,9 @@ def _ask_verdict() -> str:
 
 
 def reviewer_key(reviewer: str) -> str:
-    """The key of ``reviewer``: :data:`KEY_ENV` when set, else asked for without echo."""
-    return os.environ.get(KEY_ENV, "").strip() or typer.prompt(f"key of reviewer {reviewer}", hide_input=True)
+    """The key of ``reviewer``: :data:`KEY_ENV` when set, else asked for without echo (an empty
+    answer is a wrong key, refused like any other)."""
+    return os.environ.get(KEY_ENV, "").strip() or typer.prompt(f"key of reviewer {reviewer}", hide_input=True, default="", show_default=False)
 
 
 def _show(row: dict, i: int, n: int) -> None:

@@ -26,6 +26,7 @@ import polars as pl
 import pytest
 
 from flows.params import StageParams
+from flows.reviewers import register, sign_verdict_file
 from storage.lake import Lake
 from tests.storage.conftest import make_bucket, s3_endpoint  # noqa: F401  (the moto S3 server fixture)
 
@@ -108,6 +109,23 @@ def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
     for r in rounds:
         lake.commit(f"fixture/scores/round={r}", {"scores": scores(r)})
     return lake
+
+
+_KEYS: dict[tuple[str, str], str] = {}
+
+
+def key_of(lake: Lake, reviewer: str) -> str:
+    """``reviewer``'s key in ``lake``, registered (:func:`flows.reviewers.register`) on first use."""
+    if (lake.uri, reviewer) not in _KEYS:
+        _KEYS[(lake.uri, reviewer)] = register(lake, reviewer, T0)
+    return _KEYS[(lake.uri, reviewer)]
+
+
+def signed_as(lake: Lake, reviewer: str, name: str, data: bytes | str) -> bytes:
+    """Verdict file ``name`` (``data``) signed by ``reviewer`` (registered on first use), as
+    ``grace review sign`` signs it."""
+    raw = data.encode() if isinstance(data, str) else data
+    return sign_verdict_file(lake, name, raw, reviewer, key_of(lake, reviewer))[0]
 
 
 def stage(lake: Lake | str, round_id: int, now: datetime = T0, **options: object) -> StageParams:

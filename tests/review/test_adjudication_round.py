@@ -12,7 +12,7 @@ import pytest
 from flows.review import dispatch_reviews
 from flows.score import score_round
 from flows.verdicts import ingest_verdict_file
-from tests.review.conftest import T0, build_lake, stage
+from tests.review.conftest import T0, build_lake, signed_as, stage
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]
 
@@ -25,15 +25,17 @@ def test_a_split_vote_is_broken_by_the_adjudicator(tmp_path, reviewers, monkeypa
     first = lake.read("deferrals", rounds=[1])
     pairs = first.group_by("claim_id").agg(pl.col("reviewer").sort()).filter(pl.col("reviewer").list.contains("alice") & pl.col("reviewer").list.contains("bob"))
     claim = pairs["claim_id"].sort()[0]
-    rows = [{"claim_id": claim, "reviewer": "alice", "verdict": "confirm"}, {"claim_id": claim, "reviewer": "bob", "verdict": "reject"}]
-    ingest_verdict_file(lake, "split.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode(), T0)
+    for reviewer, verdict in (("alice", "confirm"), ("bob", "reject")):
+        row = json.dumps({"claim_id": claim, "reviewer": reviewer, "verdict": verdict}) + "\n"
+        ingest_verdict_file(lake, f"{reviewer}.jsonl", signed_as(lake, reviewer, f"{reviewer}.jsonl", row), T0)
     later = T0 + timedelta(hours=1)
     score_round(stage(lake, 2, now=later))
     assert dict(lake.read("decisions", rounds=[2]).select("claim_id", "decision").rows())[claim] == "abstain"
     dispatch_reviews(stage(lake, 2, now=later))
     again = lake.read("deferrals", rounds=[2]).filter(pl.col("claim_id") == claim)
     assert again.select("reviewer", "cost").rows() == [("carol", 0.0)]  # the adjudicator alone, outside the budget
-    ingest_verdict_file(lake, "carol.jsonl", (json.dumps({"claim_id": claim, "reviewer": "carol", "verdict": "reject", "round": 2}) + "\n").encode(), later)
+    row = json.dumps({"claim_id": claim, "reviewer": "carol", "verdict": "reject", "round": 2}) + "\n"
+    ingest_verdict_file(lake, "carol.jsonl", signed_as(lake, "carol", "carol.jsonl", row), later)
     score_round(stage(lake, 3, now=later + timedelta(hours=1)))
     decided = lake.read("decisions", rounds=[3]).filter(pl.col("claim_id") == claim).row(0, named=True)
     assert (decided["n_confirm"], decided["n_reject"], decided["decision"]) == (1, 2, "reject")

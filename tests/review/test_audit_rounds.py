@@ -16,6 +16,7 @@ from flows.expansion import expansion_round
 from flows.params import RoundParams
 from grace_core.intervals import wilson_interval
 from tests.one_paper import one_paper_after_round_1
+from tests.review.conftest import signed_as
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
 
@@ -51,7 +52,7 @@ def test_audit_claims_go_to_review_blind_and_are_decided_like_any_verdict(tmp_pa
     writer.writeheader()
     writer.writerows(packet)
     (Path(root) / "review" / "inbox").mkdir(parents=True)
-    (Path(root) / "review" / "inbox" / "alice.csv").write_text(out.getvalue())
+    (Path(root) / "review" / "inbox" / "alice.csv").write_bytes(signed_as(lake, "alice", "alice.csv", out.getvalue()))
 
     expansion_round(RoundParams(round_id=2, lake=root, **COMMON))
     after = dict(lake.read("scores", rounds=[2]).select("claim_id", "status").iter_rows())

@@ -23,7 +23,7 @@ from flows.score import score_round
 from flows.review_ui import PacketParams, review_packet
 from flows.verdicts import ingest_verdict_file
 from storage.lake import Lake
-from tests.review.conftest import CLAIMS, DOC, RESPONSE, T0, build_lake, stage
+from tests.review.conftest import CLAIMS, DOC, RESPONSE, T0, build_lake, key_of, signed_as, stage
 from tests.storage.conftest import make_bucket
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
@@ -66,16 +66,20 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
     assert first["deadline"] == "2026-03-05T09:00:00Z"  # 72 hours after the dispatch
     assert [json.loads(line)["claim_id"] for line in (outbox / "bob.jsonl").read_text().splitlines()] == list(CLAIMS)
 
-    # alice returns her packet: three answers, one claim left empty, and two bad rows
+    # alice returns her packet, signed: three answers, one claim left empty, and two bad rows
     returned = fill(packet, {"c:1": ("confirm", 20, "in the abstract"), "c:2": ("reject", 40, ""), "c:3": ("confirm", 30, "")})
-    returned += "1,d1,c:9,alice,,,,,,,,,confirm,5,\n" + "1,d1,c:1,carol,,,,,,,,,reject,5,\n"
+    returned += "1,d1,c:9,alice,,,,,,,,,confirm,5,\n" + "1,d1,c:1,alice,,,,,,,,,maybe,5,\n"
     answer = tmp_path / "alice.csv"
     answer.write_text(returned)
+    signing = RUNNER.invoke(app, ["review", "sign", str(answer), "--reviewer", "alice", "--lake", local_lake.uri],
+                            env={"GRACE_REVIEWER_KEY": key_of(local_lake, "alice")})
+    assert signing.exit_code == 0 and "alice.csv: signed by alice (4 verdicts)" in signing.stdout, signing.output
+    assert answer.read_text().startswith(returned) and answer.read_text().splitlines()[-1].startswith("# grace-signature reviewer=alice key=")
     result = RUNNER.invoke(app, ["review", "ingest", str(answer), "--lake", local_lake.uri])
     assert result.exit_code == 1, result.output
     assert "alice.csv: 3 verdicts recorded, 1 unanswered row skipped, 2 bad rows quarantined in" in result.stdout
     assert "alice.csv: line 6: unknown claim id 'c:9'" in result.stderr
-    assert "alice.csv: line 7: claim 'c:1' is not assigned to reviewer 'carol'" in result.stderr
+    assert "alice.csv: line 7: invalid verdict 'maybe'" in result.stderr
     assert votes(local_lake) == [
         ("c:1", 1, "alice", "confirm", "file", 20.0, "in the abstract"), ("c:2", 1, "alice", "reject", "file", 40.0, None),
         ("c:3", 1, "alice", "confirm", "file", 30.0, None),
@@ -83,10 +87,11 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
     (quarantined,) = (Path(local_lake.uri) / "review" / "quarantine").glob("alice.csv.*.bad.jsonl")
     kept = [json.loads(line) for line in quarantined.read_text().splitlines()]
     assert [(k["file"], k["line"], k["row"]) for k in kept] == [("alice.csv", 6, "1,d1,c:9,alice,,,,,,,,,confirm,5,"),
-                                                                 ("alice.csv", 7, "1,d1,c:1,carol,,,,,,,,,reject,5,")]
+                                                                 ("alice.csv", 7, "1,d1,c:1,alice,,,,,,,,,maybe,5,")]
     # alice's packet now holds only the claim she left empty; bob's is left alone
     exported = RUNNER.invoke(app, ["review", "export", "--reviewer", "alice", "--lake", local_lake.uri])
     assert exported.exit_code == 0 and "alice: 1 claim →" in exported.stdout and "bob" not in exported.stdout
+    assert "grace review sign FILE --reviewer alice" in exported.stdout
     assert [r["claim_id"] for r in csv.DictReader(io.StringIO((outbox / "alice.csv").read_text()))] == ["c:4"]
     assert len((outbox / "bob.jsonl").read_text().splitlines()) == 4
     # the same file again changes nothing
@@ -96,7 +101,8 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
     assert (votes(local_lake), local_lake.state()) == before
     # a second file cannot change a stored verdict, but its new answer is applied
     second = tmp_path / "alice-2.jsonl"
-    second.write_text('{"claim_id": "c:1", "verdict": "reject", "reviewer": "alice"}\n{"claim_id": "c:4", "verdict": "abstain", "reviewer": "alice"}\n')
+    second.write_bytes(signed_as(local_lake, "alice", second.name,
+                                 '{"claim_id": "c:1", "verdict": "reject", "reviewer": "alice"}\n{"claim_id": "c:4", "verdict": "abstain", "reviewer": "alice"}\n'))
     result = RUNNER.invoke(app, ["review", "ingest", str(second), "--lake", local_lake.uri])
     assert "alice-2.jsonl: line 1: claim 'c:1' was already answered by 'alice' in round 1" in result.stderr
     assert votes(local_lake) == sorted([*before[0], ("c:4", 1, "alice", "abstain", "file", None, None)])
@@ -104,13 +110,13 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
     # bob's answers arrive in the review inbox with a stray file; the nightly round reads them
     inbox = Path(local_lake.uri) / "review" / "inbox"
     inbox.mkdir()
-    (inbox / "bob.jsonl").write_text("".join(
+    (inbox / "bob.jsonl").write_bytes(signed_as(local_lake, "bob", "bob.jsonl", "".join(
         json.dumps({"claim_id": c, "verdict": v, "reviewer": "bob", "seconds_spent": 10}) + "\n"
         for c, v in [("c:1", "confirm"), ("c:2", "confirm"), ("c:3", "reject"), ("c:4", "abstain")]
-    ))
+    )))
     (inbox / "notes.txt").write_text("call me\n")
-    lines = ingest_verdicts(stage(local_lake, 2))
-    assert any(line.startswith("notes.txt: quarantined: ") for line in lines)
+    state = ingest_verdicts(stage(local_lake, 2), return_state=True)  # run on its own: Failed, naming the refused file
+    assert state.is_failed() and "1 verdict file(s) refused whole" in state.message and "notes.txt: quarantined: " in state.message
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -150,7 +156,8 @@ def test_file_channel_on_an_s3_lake(s3_env: str, s3_endpoint: str, reviewers) ->
     for r, v in zip(rows, ["confirm", "reject", "confirm", None]):
         r.update(verdict=v, seconds_spent=15)
     rows.append({"claim_id": "c:2", "verdict": "confirm", "reviewer": "alice"})  # a duplicate of line 2
-    s3.put_object(Bucket=s3_env, Key="grace/review/inbox/alice.jsonl", Body="".join(json.dumps(r) + "\n" for r in rows).encode())
+    s3.put_object(Bucket=s3_env, Key="grace/review/inbox/alice.jsonl",
+                  Body=signed_as(lake, "alice", "alice.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
     ingest_verdicts(stage(lake, 2))
     score_round(stage(lake, 2))
     assert lake.read("sources", rounds=[2]).filter(pl.col("source_kind") == "verified").height == 2
@@ -161,7 +168,7 @@ def test_file_channel_on_an_s3_lake(s3_env: str, s3_endpoint: str, reviewers) ->
     bad = json.loads(s3.get_object(Bucket=s3_env, Key=bad_key)["Body"].read())
     assert (bad["line"], bad["reason"]) == (5, "duplicate of line 2 (same claim, reviewer and round)")
     # `grace review ingest` reads a file straight from S3 too; the same content twice changes nothing
-    s3.put_object(Bucket=s3_env, Key="returns/late.csv", Body=b"claim_id,verdict,reviewer,round\nc:4,abstain,alice,1\n")
+    s3.put_object(Bucket=s3_env, Key="returns/late.csv", Body=signed_as(lake, "alice", "late.csv", b"claim_id,verdict,reviewer,round\nc:4,abstain,alice,1\n"))
     for expected in ("1 verdict recorded", "already ingested"):
         result = RUNNER.invoke(app, ["review", "ingest", f"s3://{s3_env}/returns/late.csv", "--lake", lake.uri])
         assert result.exit_code == 0 and expected in result.stdout, result.output
@@ -174,7 +181,8 @@ def test_terminal_tool_shows_only_the_reviewers_claims_and_records_seconds(local
     clock = iter([100.0, 112.5, 200.0, 300.0, 400.0, 404.0])
     monkeypatch.setattr("flows.cli.review.monotonic", lambda: next(clock))
     session = ["review", "--reviewer", "alice", "--lake", local_lake.uri]
-    result = RUNNER.invoke(app, session, input="maybe\nc\nin the abstract\ns\n")
+    alice, bob = key_of(local_lake, "alice"), key_of(local_lake, "bob")
+    result = RUNNER.invoke(app, session, input=f"{alice}\nmaybe\nc\nin the abstract\ns\n")
     assert result.exit_code == 0, result.output
     assert "2 claims waiting for alice" in result.stdout
     assert "please answer c, r, a, s or q" in result.stdout  # asked again
@@ -182,19 +190,19 @@ def test_terminal_tool_shows_only_the_reviewers_claims_and_records_seconds(local
     assert "nearest prior" in result.stdout and "status boundary · confidence 0.00" in result.stdout
     assert "recorded: confirm (12 s)" in result.stdout and "alice: 1 recorded, 1 skipped, 0 refused" in result.stdout
     # the skipped claim is still waiting; quitting records nothing
-    result = RUNNER.invoke(app, session, input="q\n")
+    result = RUNNER.invoke(app, session, input=f"{alice}\nq\n")
     assert "1 claim waiting for alice" in result.stdout and "alice: 0 recorded" in result.stdout
-    result = RUNNER.invoke(app, session, input="reject\n\n")
+    result = RUNNER.invoke(app, session, input=f"{alice}\nreject\n\n")
     assert "alice: 1 recorded" in result.stdout
     assert votes(local_lake) == [("c:1", 1, "alice", "confirm", "terminal", 12.5, "in the abstract"),
                                  ("c:3", 1, "alice", "reject", "terminal", 4.0, None)]
-    assert "no claims waiting for alice" in RUNNER.invoke(app, session).stdout
+    assert "no claims waiting for alice" in RUNNER.invoke(app, session, input=f"{alice}\n").stdout
     # bob's claim is answered through a file while the terminal shows it: the terminal's answer is refused
     def racing_clock() -> float:
-        ingest_verdict_file(local_lake, "bob.jsonl", b'{"claim_id": "c:2", "verdict": "reject", "reviewer": "bob"}\n', T0)
+        ingest_verdict_file(local_lake, "bob.jsonl", signed_as(local_lake, "bob", "bob.jsonl", b'{"claim_id": "c:2", "verdict": "reject", "reviewer": "bob"}\n'), T0)
         return 0.0
     monkeypatch.setattr("flows.cli.review.monotonic", racing_clock)
-    result = RUNNER.invoke(app, ["review", "-r", "bob", "--lake", local_lake.uri], input="c\n\nq\n")
+    result = RUNNER.invoke(app, ["review", "-r", "bob", "--lake", local_lake.uri], input=f"{bob}\nc\n\nq\n")
     assert "not recorded: claim 'c:2' was already answered by 'bob' in round 1" in result.stdout
     assert "bob: 0 recorded, 0 skipped, 1 refused" in result.stdout
     assert local_lake.read("verdicts").filter(pl.col("reviewer") == "bob").select("claim_id", "verdict", "channel").rows() == [
@@ -261,5 +269,6 @@ def test_prefect_ui_form_resumed_with_run_input(local_lake: Lake, reviewers) -> 
     assert got["seconds_spent"].min() > 0 and got["seconds_spent"].n_unique() == 1  # the packet's time, shared
     # claim 3 was left pending: it is still waiting, first in alice's next packet
     assert got.filter(pl.col("claim_id") == "c:3").height == 0
-    assert RUNNER.invoke(app, ["review", "--reviewer", "alice", "--lake", local_lake.uri], input="q\n").stdout.count("claims waiting") == 1
+    alice = f"{key_of(local_lake, 'alice')}\nq\n"
+    assert RUNNER.invoke(app, ["review", "--reviewer", "alice", "--lake", local_lake.uri], input=alice).stdout.count("claims waiting") == 1
     assert local_lake.read("deferrals")["doc_id"].unique().to_list() == [DOC]

@@ -20,7 +20,7 @@ from flows.verdicts import ingest_verdict_file
 from grace_core.assignment import VERIFIER
 from grace_core.decisions import decide
 from storage.lake import Lake
-from tests.review.conftest import T0, build_lake, stage
+from tests.review.conftest import T0, build_lake, key_of, signed_as, stage
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
 
@@ -29,10 +29,11 @@ RUNNER = CliRunner()
 
 
 def answer(lake: Lake, name: str, rows: list[tuple], now: datetime = T0) -> str:
-    """Ingest a JSONL verdict file of ``rows`` (claim_id, reviewer, verdict[, seconds[, round]])."""
+    """Ingest a JSONL verdict file of ``rows`` (claim_id, reviewer, verdict[, seconds[, round]]),
+    signed by the rows' reviewer."""
     keys = ("claim_id", "reviewer", "verdict", "seconds_spent", "round")
-    data = "".join(json.dumps(dict(zip(keys, r))) + "\n" for r in rows).encode()
-    return ingest_verdict_file(lake, name, data, now).summary()
+    data = "".join(json.dumps(dict(zip(keys, r))) + "\n" for r in rows)
+    return ingest_verdict_file(lake, name, signed_as(lake, rows[0][1], name, data), now).summary()
 
 
 def deferred(lake: Lake, round_id: int) -> list[tuple[str, str]]:
@@ -48,7 +49,7 @@ def test_quorum_and_majority_over_votes_from_several_channels(tmp_path: Path, re
     assert len(deferred(lake, 1)) == 12  # 4 claims × 3 reviewers
     answer(lake, "alice.jsonl", [("c:1", "alice", "confirm"), ("c:2", "alice", "reject"), ("c:3", "alice", "confirm"), ("c:4", "alice", "abstain")])
     answer(lake, "bob.jsonl", [("c:1", "bob", "confirm"), ("c:2", "bob", "reject"), ("c:4", "bob", "abstain")])
-    carol = RUNNER.invoke(app, ["review", "--reviewer", "carol", "--lake", lake.uri], input="r\n\nq\n")  # c:1 first
+    carol = RUNNER.invoke(app, ["review", "--reviewer", "carol", "--lake", lake.uri], input=f"{key_of(lake, 'carol')}\nr\n\nq\n")  # c:1 first
     assert "carol: 1 recorded" in carol.stdout
     score_round(stage(lake, 2, now=T0 + timedelta(hours=1)))  # round 2's settle step decides the votes
     decisions = {r["claim_id"]: (r["n_votes"], r["decision"]) for r in lake.read("decisions", rounds=[2]).to_dicts()}
@@ -128,8 +129,8 @@ def test_expected_review_seconds_enter_the_cost_and_reassignment_prefers_new_rev
     # nearest-prior distance 0 → ε = 0.01, plus μ·t = 0.002 × 30 s (no history) × 1 human per claim
     assert first["cost"].to_list() == pytest.approx([0.07] * 4)
     assert deferred(lake, 1) == [("c:1", "alice"), ("c:2", "bob"), ("c:3", "alice"), ("c:4", "bob")]
-    answer(lake, "all.jsonl", [("c:1", "alice", "abstain", 5), ("c:3", "alice", "abstain", 15),
-                               ("c:2", "bob", "abstain", 25), ("c:4", "bob", "abstain", 35)])
+    answer(lake, "alice.jsonl", [("c:1", "alice", "abstain", 5), ("c:3", "alice", "abstain", 15)])
+    answer(lake, "bob.jsonl", [("c:2", "bob", "abstain", 25), ("c:4", "bob", "abstain", 35)])
     dispatch_reviews(stage(lake, 2, now=T0 + timedelta(hours=1)))
     second = lake.read("deferrals", rounds=[2])
     assert second["cost"].to_list() == pytest.approx([0.05] * 4)  # mean 20 s per verdict so far

@@ -16,6 +16,7 @@ import pytest
 from flows.expansion import expansion_round
 from flows.params import RoundParams
 from tests.one_paper import one_paper_after_round_1
+from tests.review.conftest import signed_as
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]  # flows on the session's Prefect server
 
@@ -44,11 +45,11 @@ def test_two_rounds_with_human_reviewers(tmp_path: Path, reviewers, monkeypatch:
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    (inbox / "alice.csv").write_text(out.getvalue())
+    (inbox / "alice.csv").write_bytes(signed_as(lake, "alice", "alice.csv", out.getvalue()))
     bob = [json.loads(line) for line in (outbox / "bob.jsonl").read_text().splitlines()]
-    (inbox / "bob.jsonl").write_text("".join(
+    (inbox / "bob.jsonl").write_bytes(signed_as(lake, "bob", "bob.jsonl", "".join(
         json.dumps(r | {"verdict": "confirm" if r["claim_id"] != claims[-1] else "abstain", "seconds_spent": 50}) + "\n" for r in bob
-    ))
+    )))
 
     expansion_round(RoundParams(round_id=2, lake=root, **COMMON))
     assert sorted(p.name.split(".")[0] for p in (Path(root) / "review" / "processed").iterdir()) == ["alice", "bob"]
