@@ -8,13 +8,14 @@ leaves the inbox, so the watcher looks at each file once. Batches are read in bo
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from grace_core.errors import InvalidBatch
 from grace_core.limits import InputLimits
 from storage.bounded_io import move_file, read_bounded
 from storage.config import LakeConfig
-from storage.filesystem import Store, open_store
+from storage.filesystem import LocalStore, Store, open_store
 
 PROCESSED = "processed"
 QUARANTINE = "quarantine"
@@ -35,12 +36,22 @@ class Inbox:
         return self.store.uri
 
     def batches(self) -> list[str]:
-        """Names of the batch files waiting in the inbox, sorted (arrival order by name)."""
-        return sorted(n for n in self.store.list_names("") if n.endswith(".jsonl"))
+        """Names of the batch files waiting in the inbox, sorted (arrival order by name). In a
+        local inbox, a FIFO, device or folder named ``*.jsonl`` is one too: reading it is
+        refused at once, so it goes to quarantine with its reason instead of lying there unseen."""
+        names = set(self.store.list_names(""))
+        if isinstance(self.store, LocalStore):
+            try:
+                with os.scandir(self.store.arrow_path("")) as entries:
+                    names.update(e.name for e in entries if not e.name.startswith("."))
+            except FileNotFoundError:
+                pass
+        return sorted(n for n in names if n.endswith(".jsonl"))
 
     def read(self, name: str, limits: InputLimits) -> bytes:
         """The bytes of batch ``name`` (empty when it vanished meanwhile); :class:`InvalidBatch`
-        when it holds more than ``limits.max_batch_bytes``."""
+        when it holds more than ``limits.max_batch_bytes`` or is not a regular file (a FIFO
+        named ``*.jsonl`` is refused at once, so it goes to quarantine instead of blocking the scan)."""
         return read_bounded(self.store, name, limits.max_batch_bytes, "max_batch_bytes", name, InvalidBatch) or b""
 
     def mark_processed(self, name: str) -> None:
@@ -63,9 +74,9 @@ def batch_location(uri: str, config: LakeConfig) -> tuple[Store, str]:
 
 
 def read_batch_file(uri: str, config: LakeConfig, limits: InputLimits) -> tuple[str, bytes]:
-    """The name and bytes of one batch file: a local path (a regular file, or a device or FIFO
-    read up to the limit) or ``s3://bucket/key``. :class:`InvalidBatch` when it holds more than
-    ``limits.max_batch_bytes`` or cannot be read."""
+    """The name and bytes of one batch file: a local path or ``s3://bucket/key``.
+    :class:`InvalidBatch` when it holds more than ``limits.max_batch_bytes``, cannot be read, or
+    is not a regular file (a FIFO, device or folder is refused at once, never read)."""
     store, name = batch_location(uri, config)
     data = read_bounded(store, name, limits.max_batch_bytes, "max_batch_bytes", uri, InvalidBatch)
     if data is None:

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from flows.cli import main
 from flows.params import StageParams
+from flows.reviewers import register, sign_verdict_file
 from grace_core.errors import GraceError, InvalidIdentifier
 from storage.lake import Lake
 from storage.review_files import ReviewArea
@@ -206,54 +207,58 @@ def run_grace(args: list[str], env: dict[str, str], tmp_path: Path, timeout: flo
     return proc, int(rss.read_text())
 
 
-@pytest.mark.e2e
-def test_ingest_dev_zero_stops_at_the_limit_without_growing_memory(lake: Path, tmp_path: Path) -> None:
-    before = counts(lake)
-    proc, rss_kib = run_grace(["ingest", "/dev/zero", "--lake", str(lake)], {"GRACE_MAX_BATCH_BYTES": str(8 * MIB)}, tmp_path)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == "grace: error: /dev/zero: more than 8,388,608 bytes, over the limit of 8,388,608 (GRACE_MAX_BATCH_BYTES)\n"
-    assert rss_kib < 1024 * 1024, f"peak memory {rss_kib} KiB"
-    assert counts(lake) == before
-
-
-@pytest.mark.e2e
-def test_ingest_an_endless_fifo_stops_at_the_limit(lake: Path, tmp_path: Path) -> None:
-    fifo = tmp_path / "endless.jsonl"
-    os.mkfifo(fifo)
-    stop = threading.Event()
-    written = [0]
-
-    def feed() -> None:  # a writer that never stops: opens once the reader is there, writes until the pipe breaks
+def stalled_writer(fifo: Path, stop: threading.Event) -> threading.Thread:
+    """A writer that opens ``fifo`` as soon as a reader is there and then never writes."""
+    def hold() -> None:
         deadline = time.monotonic() + 60
         while not stop.is_set() and time.monotonic() < deadline:
             try:
                 fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-                break
             except OSError:
                 time.sleep(0.01)
-        else:
-            return
-        os.set_blocking(fd, True)
-        piece = line(GOOD) * 1000
-        try:
-            while not stop.is_set():
-                written[0] += os.write(fd, piece)
-        except BrokenPipeError:
-            pass
-        finally:
+                continue
+            stop.wait(60)
             os.close(fd)
+            return
 
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    return thread
+
+
+NOT_REGULAR = [("fifo-without-writer", "a FIFO (named pipe), not a regular file"),
+               ("fifo-stalled-writer", "a FIFO (named pipe), not a regular file"),
+               ("dev-zero", "a character device, not a regular file")]
+
+
+def not_regular_file(kind: str, tmp_path: Path) -> tuple[Path, threading.Event]:
+    """A batch path of ``kind`` (a FIFO with no writer, one whose writer never writes, or a
+    symlink to /dev/zero) and the event that lets a writer go."""
+    path, stop = tmp_path / f"{kind}.jsonl", threading.Event()
+    if kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(path)
+        if kind == "fifo-stalled-writer":
+            stalled_writer(path, stop)
+    return path, stop
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("kind", "words"), NOT_REGULAR, ids=[k for k, _ in NOT_REGULAR])
+def test_ingest_refuses_a_file_that_is_not_regular_at_once(kind: str, words: str, lake: Path, tmp_path: Path) -> None:
+    """Once a FIFO without a writer blocked `grace ingest` forever, and /dev/zero was read up to
+    GRACE_MAX_BATCH_BYTES; now neither is read. The timeout makes a regression fail, not hang."""
+    path, stop = not_regular_file(kind, tmp_path)
     before = counts(lake)
+    started = time.monotonic()
     try:
-        proc, rss_kib = run_grace(["ingest", str(fifo), "--lake", str(lake)], {"GRACE_MAX_BATCH_BYTES": str(4 * MIB)}, tmp_path)
+        proc, rss_kib = run_grace(["ingest", str(path), "--lake", str(lake)], {}, tmp_path, timeout=60)
     finally:
         stop.set()
-        writer.join(timeout=10)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == f"grace: error: {fifo}: more than 4,194,304 bytes, over the limit of 4,194,304 (GRACE_MAX_BATCH_BYTES)\n"
-    assert written[0] > 4 * MIB and rss_kib < 1024 * 1024
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"grace: error: {path}: cannot read: it is {words}\n"
+    assert time.monotonic() - started < 30 and rss_kib < 1024 * 1024
     assert counts(lake) == before
 
 
@@ -281,6 +286,28 @@ def test_inbox_quarantines_oversized_and_hostile_batches_without_reading_them_wh
     assert after["documents"] == before["documents"] + 1 and after["batches"] == before["batches"] + 1
 
 
+def test_inbox_quarantines_a_fifo_without_blocking_the_scan(lake: Path, tmp_path: Path) -> None:
+    """A FIFO named like a batch once blocked the inbox scan forever; it now goes to quarantine
+    at once and the batches after it are ingested. Run on a thread with a timeout, so that a
+    regression fails instead of hanging the suite."""
+    from flows.ingest import ingest_inbox
+    from flows.settings import build_settings
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    os.mkfifo(inbox / "a-fifo.jsonl")
+    (inbox / "b-good.jsonl").write_bytes(line(GOOD))
+    result: list = []
+    scan = threading.Thread(target=lambda: result.append(ingest_inbox.fn(build_settings(lake=str(lake)), str(inbox))), daemon=True)
+    scan.start()
+    scan.join(timeout=60)
+    assert not scan.is_alive(), "the inbox scan blocked on a FIFO"
+    lines, quarantined = result[0]
+    assert quarantined == [lines[0]] and "a FIFO (named pipe), not a regular file" in lines[0]
+    assert sorted(p.name for p in (inbox / "quarantine").iterdir()) == ["a-fifo.jsonl", "a-fifo.jsonl.error.txt"]
+    assert [p.name for p in (inbox / "processed").iterdir()] == ["b-good.jsonl"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Verdict files: `grace review ingest FILE`
 # ---------------------------------------------------------------------------------------------
@@ -300,14 +327,25 @@ def review_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "doc_id": ["d1"], "claim_id": ["c:1"], "round": [1], "reviewer": ["alice"], "priority": [1.0], "confidence": [0.0],
         "cost": [0.1], "gain": [1.0], "rank": [1], "deadline": [T0 + timedelta(hours=72)], "created_at": [T0],
     }, schema_overrides={"round": pl.Int32, "rank": pl.Int32})})
+    (root.parent / "alice.key").write_text(register(opened, "alice", T0))  # beside the lake, not in it
     return root
 
 
 @pytest.fixture
 def review_lake(review_lake_template: Path, tmp_path: Path) -> Path:
     """A lake of this test's own with claim ``c:1`` of document ``d1`` assigned to alice in
-    round 1 (a copy of :func:`review_lake_template`)."""
+    round 1 and alice registered (a copy of :func:`review_lake_template`)."""
     return Path(shutil.copytree(review_lake_template, tmp_path / "lake", symlinks=True))
+
+
+@pytest.fixture
+def alice_signs(review_lake_template: Path, review_lake: Path):
+    """``alice_signs(name, data)``: verdict file ``name`` signed by alice, as ``grace review sign`` signs it."""
+    from flows.settings import build_settings
+
+    key = (review_lake_template.parent / "alice.key").read_text()
+    lake = Lake.open(build_settings(lake=str(review_lake)), must_exist=True)
+    return lambda name, data: sign_verdict_file(lake, name, data, "alice", key)[0]
 
 
 def jl(*rows: object) -> bytes:
@@ -342,9 +380,9 @@ def test_bad_verdict_file_is_refused_whole(name: str, fname: str, data: bytes, e
     assert counts(review_lake) == before and files_outside(tmp_path, review_lake) == outside
 
 
-def test_a_header_only_file_records_nothing_and_says_so(review_lake: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_header_only_file_records_nothing_and_says_so(review_lake: Path, alice_signs, tmp_path: Path, monkeypatch, capsys) -> None:
     path = tmp_path / "alice.csv"
-    path.write_text("round,doc_id,claim_id,reviewer,verdict,seconds_spent,note\n")
+    path.write_bytes(alice_signs("alice.csv", b"round,doc_id,claim_id,reviewer,verdict,seconds_spent,note\n"))
     before = counts(review_lake)
     res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
     assert (res.code, res.err) == (0, "")
@@ -353,14 +391,18 @@ def test_a_header_only_file_records_nothing_and_says_so(review_lake: Path, tmp_p
 
 
 @pytest.mark.e2e
-def test_endless_verdict_sources_stop_at_the_limit(review_lake: Path, tmp_path: Path) -> None:
-    zero = tmp_path / "zero.jsonl"
-    zero.symlink_to("/dev/zero")
+@pytest.mark.parametrize(("kind", "words"), NOT_REGULAR, ids=[k for k, _ in NOT_REGULAR])
+def test_verdict_files_that_are_not_regular_are_refused_at_once(kind: str, words: str, review_lake: Path, tmp_path: Path) -> None:
+    """`grace review ingest FIFO` blocked forever and /dev/zero was read up to
+    GRACE_MAX_VERDICT_BYTES; both are refused before a byte is read."""
+    path, stop = not_regular_file(kind, tmp_path)
     before = counts(review_lake)
-    proc, rss_kib = run_grace(["review", "ingest", str(zero), "--lake", str(review_lake)], {"GRACE_MAX_VERDICT_BYTES": str(2 * MIB)},
-                              tmp_path)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == f"grace: error: {zero}: more than 2,097,152 bytes, over the limit of 2,097,152 (GRACE_MAX_VERDICT_BYTES)\n"
+    try:
+        proc, rss_kib = run_grace(["review", "ingest", str(path), "--lake", str(review_lake)], {}, tmp_path, timeout=60)
+    finally:
+        stop.set()
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"grace: error: {path}: cannot read: it is {words}\n"
     assert rss_kib < 1024 * 1024 and counts(review_lake) == before
 
 
@@ -391,10 +433,10 @@ ROW_PROBES = [
 
 @pytest.mark.parametrize(("name", "data", "expected"), ROW_PROBES, ids=[p[0] for p in ROW_PROBES])
 def test_hostile_verdict_rows_are_quarantined_and_good_rows_kept(name: str, data: bytes, expected: list[str], review_lake: Path,
-                                                                 tmp_path: Path, monkeypatch, capsys) -> None:
+                                                                 alice_signs, tmp_path: Path, monkeypatch, capsys) -> None:
     path = tmp_path / "in" / "returned.jsonl"
     path.parent.mkdir()
-    path.write_bytes(data + jl(ALICE))  # the hostile line 1, then alice's real answer on line 2
+    path.write_bytes(alice_signs("returned.jsonl", data + jl(ALICE)))  # the hostile line 1, then alice's real answer on line 2
     before, outside = counts(review_lake), files_outside(tmp_path, review_lake)
     res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
     assert res.code == 1, res
