@@ -28,7 +28,8 @@ from grace_core.models.factory import ModelRoles
 from grace_core.review import nearest_priors
 from grace_core.round import claim_texts as round_claim_texts
 from grace_core.round import prior_units as round_prior_units
-from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file, verdict_file_kind
+from grace_core.reviewer_keys import split_signed
+from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file
 from storage.lake import Lake
 from storage.review_files import ReviewArea
 
@@ -219,8 +220,7 @@ def ingest_verdict_file(lake: Lake, name: str, data: bytes, now: datetime, limit
     :class:`~grace_core.verdict_files.InvalidVerdictFile` when it is not a verdict file, and
     :class:`UnprovenReviewer` (nothing stored) unless it carries a valid signature line of a
     registered reviewer (:func:`flows.reviewers.verify_verdict_file`) and every row is theirs."""
-    verdict_file_kind(name)  # a file of another kind is "not a verdict file", not "unsigned"
-    signer, payload = verify_verdict_file(lake, name, data)
-    parsed = parse_verdict_file(name, payload, limits)
+    parsed = parse_verdict_file(name, split_signed(name, data)[0], limits)  # not a verdict file at all: said first
+    signer, _ = verify_verdict_file(lake, name, data)
     key = f"review/file/{hashlib.sha256(data).hexdigest()}"
     return record_verdicts(lake, key, name, parsed.rows, parsed.bad, "file", now, parsed.unanswered, author=signer)

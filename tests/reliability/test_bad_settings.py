@@ -158,6 +158,10 @@ def command_args(tmp_path: Path) -> dict[str, list[str]]:
         "review": ["review", "--reviewer", "alice", "--lake", lake],
         "review ingest": ["review", "ingest", str(tmp_path / "v.csv"), "--lake", lake],
         "review export": ["review", "export", "--lake", lake],
+        "review sign": ["review", "sign", str(tmp_path / "v.csv"), "--reviewer", "alice", "--lake", lake],
+        "reviewer add": ["reviewer", "add", "alice", "--lake", lake],
+        "reviewer revoke": ["reviewer", "revoke", "alice", "--lake", lake],
+        "reviewer list": ["reviewer", "list", "--lake", lake],
         "eval qa": ["eval", "qa", "--dataset", "qasper", "--data", str(SAMPLE), "--out", str(tmp_path / "r"), "--lake", lake],
         "eval expansion": ["eval", "expansion", "--data", str(SAMPLE), "--out", str(tmp_path / "r"), "--lake", lake],
         "demo": ["demo", "--lake", lake, "--rounds", "1"],
@@ -173,6 +177,16 @@ def test_every_command_refuses_a_bad_setting_in_one_line(command: str, tmp_path:
                                  got_through=code == 0)
     refused(code, out, err, "GRACE_BUDGET: input should be a valid number")
     assert not (tmp_path / "lake").exists() and not (tmp_path / "r").exists()
+
+
+def test_the_reviewer_key_is_not_a_setting(monkeypatch) -> None:
+    """GRACE_REVIEWER_KEY is read by `grace review` itself: the settings neither refuse it nor
+    carry it (so it never reaches a flow's parameters or a log of the settings)."""
+    from flows.settings import build_settings
+
+    monkeypatch.setenv("GRACE_REVIEWER_KEY", "grk_not-a-setting")
+    settings = build_settings()
+    assert "grk_not-a-setting" not in settings.model_dump_json()
 
 
 @pytest.mark.e2e
