@@ -2,20 +2,30 @@
 ``packet_size`` pending claims and pauses with a form: the description shows each claim's
 text, the passage it was decomposed from, its nearest prior, its status and confidence; the
 form has, per claim, a verdict select (confirm / reject / abstain / leave pending, the last one
-preselected) and a note. Resuming the run with the form filled in (the UI's "Resume" button, or
-``resume_flow_run(id, run_input={...})``) records the verdicts (channel ``ui``); a claim left
-pending stays pending.
+preselected) and a note, and below them the reviewer's key (``grace reviewer add NAME``).
+Resuming the run with the form filled in (the UI's "Resume" button, or
+``resume_flow_run(id, run_input={...})``) records the verdicts (channel ``ui``) as the
+reviewer's once the key proves who answered (:func:`flows.reviewers.prove`); a claim left
+pending stays pending. Anyone who reaches the Prefect API can start a packet for any reviewer
+and resume it: the key, not the run's ``reviewer`` parameter, says who voted.
+
+The key never stays on the server: Prefect keeps a submitted form as the run's input
+(``paused-<pause key>-response``), so each one is deleted as soon as the run has read it,
+refused or not; the key is in no parameter, description, log line or artifact.
 
 The form's fields are plain JSON schema types (an ``enum`` with a default, a string), which
-Prefect's default UI and its V2 UI both render. What JSON schema cannot say (a note needs a
-verdict) is checked when the form is loaded; a form that fails that check does not fail the run
-(PrefectHQ/prefect#12279): the run pauses again with the reason above the same form, the
-reviewer's answers filled in.
+Prefect's default UI and its V2 UI both render; the key is a ``SecretStr`` (``format:
+password``), which the V2 UI draws as a password field (Prefect's V1 UI, under the old paths,
+draws it as a plain text box). What JSON schema cannot say (a note needs a verdict, the key is
+the reviewer's) is checked when the form is loaded; a form that fails those checks does not fail
+the run (PrefectHQ/prefect#12279): the run pauses again with the reason above the same form, the
+reviewer's answers filled in (never the key).
 """
 
 from __future__ import annotations
 
 import json
+from itertools import count
 from time import monotonic
 from typing import Annotated, Literal, Optional
 
@@ -24,14 +34,19 @@ import pydantic
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.flow_runs import pause_flow_run
-from prefect.input import RunInput
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from prefect.input import RunInput, keyset_from_paused_state
+from prefect.input.actions import delete_flow_run_input
+from prefect.states import Paused
+from pydantic import AfterValidator, Field, SecretStr, ValidationError, model_validator
 
 from flows.params import ModelOptions, override
+from flows.reviewers import prove
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.verdicts import pending_for, record_verdicts, review_context
+from grace_core.errors import UnprovenReviewer
 from grace_core.identifiers import ID_PATTERN, pydantic_id
 from grace_core.verdict_files import VerdictRow
+from storage.lake import Lake
 
 PENDING = "leave pending"
 Choice = Literal["confirm", "reject", "abstain", "leave pending"]
@@ -61,7 +76,8 @@ def packet_markdown(context: pl.DataFrame, problem: str | None = None) -> str:
     parts = [f"**Not recorded, please correct:** {problem}"] if problem else []
     parts.append(f"## Review packet: {context.height} claim{'s' if context.height != 1 else ''}\n"
                  "Answer each claim with **confirm**, **reject** or **abstain**; **leave pending** keeps it for later. "
-                 "A note goes with a verdict.")
+                 "A note goes with a verdict. Your reviewer key (from `grace reviewer add`) goes last: it proves the "
+                 "answers are yours, and it is checked, never stored.")
     for i, r in enumerate(context.iter_rows(named=True), start=1):
         confidence = "—" if r["confidence"] is None else f"{r['confidence']:.2f}"
         parts.append(
@@ -76,7 +92,8 @@ def packet_markdown(context: pl.DataFrame, problem: str | None = None) -> str:
 
 
 class _PacketAnswer(RunInput):
-    """A submitted packet: ``claim_<i>`` and ``note_<i>`` per claim; a note needs a verdict."""
+    """A submitted packet: ``claim_<i>`` and ``note_<i>`` per claim, and the reviewer's ``key``;
+    a note needs a verdict."""
 
     @model_validator(mode="after")
     def _notes_have_verdicts(self) -> _PacketAnswer:
@@ -92,13 +109,16 @@ class _PacketAnswer(RunInput):
 def packet_form(context: pl.DataFrame, problem: str | None = None, answers: dict | None = None) -> type[RunInput]:
     """The :class:`~prefect.input.RunInput` form of one packet: ``claim_<i>`` (a select of
     confirm, reject, abstain, leave pending; the last preselected) and ``note_<i>`` per claim
-    i = 1…n, with the context (and ``problem``) as description and ``answers`` filled in."""
+    i = 1…n, then the required ``key`` (a password field, never prefilled), with the context
+    (and ``problem``) as description and ``answers`` filled in."""
+    answers = answers or {}
     fields: dict[str, tuple] = {}
     for i, text in enumerate(context["claim"].to_list(), start=1):
-        fields[f"claim_{i}"] = (Choice, Field(PENDING, title=f"Claim {i}", description=_clip(text, 300)))
-        fields[f"note_{i}"] = (str, Field("", title=f"Note on claim {i}"))
+        fields[f"claim_{i}"] = (Choice, Field(answers.get(f"claim_{i}", PENDING), title=f"Claim {i}", description=_clip(text, 300)))
+        fields[f"note_{i}"] = (str, Field(answers.get(f"note_{i}", ""), title=f"Note on claim {i}"))
+    fields["key"] = (SecretStr, Field(..., title="Reviewer key", description="The key `grace reviewer add` printed for you."))
     form = pydantic.create_model("ReviewPacket", __base__=_PacketAnswer, **fields)
-    return form.with_initial_data(description=packet_markdown(context, problem), **(answers or {}))
+    return form.with_initial_data(description=packet_markdown(context, problem))  # answers as defaults: with_initial_data would drop titles
 
 
 def refusal(exc: ValidationError) -> str:
@@ -123,26 +143,48 @@ def answered_rows(answer: RunInput, context: pl.DataFrame, reviewer: str, source
     return rows
 
 
-def wait_for_answer(context: pl.DataFrame, timeout_s: int, poll_seconds: int) -> RunInput:
-    """Pause until the form is submitted; an answer that fails the form's checks pauses the run
-    again, the reason above the form and the answers kept."""
+def _kept(submitted: object) -> dict | None:
+    """The answers of a submitted form that a new form shows again: verdicts and notes, never the key."""
+    return {k: v for k, v in submitted.items() if k.startswith(("claim_", "note_"))} if isinstance(submitted, dict) else None
+
+
+def forget_answer(pause_key: str) -> None:
+    """Delete the form submitted to the pause ``pause_key`` of this run from the Prefect server:
+    it holds the reviewer's key, and Prefect would keep it as the run's input for good."""
+    delete_flow_run_input(keyset_from_paused_state(Paused(pause_key=pause_key))["response"])
+
+
+def wait_for_answer(lake: Lake, reviewer: str, context: pl.DataFrame, timeout_s: int, poll_seconds: int) -> RunInput:
+    """Pause until the form is submitted with a key that proves ``reviewer``; an answer that
+    fails the form's checks or whose key does not prove ``reviewer`` (wrong, revoked, or a
+    reviewer without a key) pauses the run again, the reason above the form and the answers
+    kept, the key left empty. Every submitted form is deleted from the server once read."""
     logger = get_run_logger()
     problem, answers = None, None
-    while True:
-        form = packet_form(context, problem, answers)
+    for pause in count(1):
+        pause_key = f"review-{pause}"
         try:
-            return pause_flow_run(wait_for_input=form, timeout=timeout_s, poll_interval=poll_seconds)
+            answer = pause_flow_run(wait_for_input=packet_form(context, problem, answers), timeout=timeout_s,
+                                    poll_interval=poll_seconds, key=pause_key)
         except ValidationError as exc:
-            problem = refusal(exc)
-            logger.warning("review form refused, paused again: %s", problem)
-            submitted = exc.errors()[0].get("input")
-            answers = {k: v for k, v in submitted.items() if k.startswith(("claim_", "note_"))} if isinstance(submitted, dict) else None
+            forget_answer(pause_key)
+            problem, answers = refusal(exc), _kept(exc.errors()[0].get("input"))
+        else:
+            forget_answer(pause_key)
+            try:
+                key_id = prove(lake, reviewer, answer.key.get_secret_value())
+            except UnprovenReviewer as exc:
+                problem, answers = str(exc), _kept(answer.model_dump())
+            else:
+                logger.info("answers of %s proven by key %s", reviewer, key_id)
+                return answer
+        logger.warning("review form refused, paused again: %s", problem)
 
 
 @flow(name="review_packet", log_prints=True)
 def review_packet(params: PacketParams) -> dict:
     """Show the reviewer's next packet as a form, wait for it (up to the review deadline), and
-    record the verdicts given."""
+    record the verdicts given once the reviewer's key proves who gave them."""
     settings = params.settings()
     logger = get_run_logger()
     lake = open_lake(settings)
@@ -154,11 +196,11 @@ def review_packet(params: PacketParams) -> dict:
     context = review_context(lake, roles, pending)
     run_id = FlowRunContext.get().flow_run.id
     started = monotonic()
-    answer = wait_for_answer(context, int(settings.deadline_hours * 3600), params.poll_seconds)
+    answer = wait_for_answer(lake, params.reviewer, context, int(settings.deadline_hours * 3600), params.poll_seconds)
     source = f"ui:{run_id}"
     rows = answered_rows(answer, context, params.reviewer, source, monotonic() - started)
     report = record_verdicts(lake, f"review/ui/{run_id}", source, rows, [], "ui", timestamp(None),
-                             unanswered=context.height - len(rows))
+                             unanswered=context.height - len(rows), author=params.reviewer)
     logger.info(report.summary())
     for bad in report.bad:
         logger.warning(str(bad))
