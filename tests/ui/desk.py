@@ -1,0 +1,202 @@
+"""What the browser tests share: a real ``prefect server start`` on a free loopback port (its own
+PREFECT_HOME), with or without a login, ``grace serve`` on it, the few REST calls the tests make,
+and Debian's chromium under Playwright (no browser download; scripts/bootstrap.sh installs it)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+STABLE_SCREENS = Path("/tmp/grace-ui-screens")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Api:
+    """The few REST calls the tests make to the Prefect server, with its login when it has one."""
+
+    def __init__(self, base: str, login: str | None = None) -> None:
+        self.base = base
+        self.headers = {"content-type": "application/json"}
+        if login:
+            self.headers["authorization"] = "Basic " + base64.b64encode(login.encode()).decode()
+
+    def call(self, path: str, body: dict | None = None):
+        """One REST call. A 503 or 429 is retried with back-off, as Prefect's own client does:
+        the server answers 503 while its SQLite database is locked by a busy writer."""
+        data = None if body is None else json.dumps(body).encode()
+        for attempt in range(6):
+            req = urllib.request.Request(f"{self.base}/api{path}", data=data, headers=self.headers,
+                                         method="GET" if body is None else "POST")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return json.loads(resp.read() or "null")
+            except urllib.error.HTTPError as err:
+                if err.code not in (429, 503) or attempt == 5:
+                    raise
+                time.sleep(2 ** attempt)
+
+    def deployment(self, name: str) -> dict:
+        return self.call(f"/deployments/name/{name}")
+
+    def run(self, name: str, params: dict) -> str:
+        return self.call(f"/deployments/{self.deployment(name)['id']}/create_flow_run", {"parameters": {"params": params}})["id"]
+
+    def logs(self, run_id: str) -> list[str]:
+        return [entry["message"] for entry in self.call("/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}}})]
+
+    def runs_of(self, deployment: str) -> list[dict]:
+        return self.call("/flow_runs/filter", {"deployments": {"id": {"any_": [self.deployment(deployment)["id"]]}}})
+
+    def wait_for(self, run_id: str, state: str, timeout: float, log: Path) -> dict:
+        deadline = time.monotonic() + timeout
+        while (run := self.call(f"/flow_runs/{run_id}"))["state"]["name"] != state:
+            assert run["state"]["type"] not in ("FAILED", "CRASHED", "CANCELLED", "COMPLETED"), (run["state"], log.read_text()[-3000:])
+            assert time.monotonic() < deadline, f"{log.read_text()[-3000:]}\nrun still {run['state']['name']} after {timeout} s"
+            time.sleep(1)
+        return run
+
+    def form_of(self, run_id: str, timeout: float, log: Path, after: dict | None = None) -> dict:
+        """The input keyset of the run's pause once the run is paused with its form saved; with
+        ``after``, a pause other than that keyset's."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.call(f"/flow_runs/{run_id}")
+            keyset = run["state"]["state_details"].get("run_input_keyset") if run["state"]["type"] == "PAUSED" else None
+            if keyset and keyset != after and self.input_keys(run_id) >= {keyset["schema"], keyset["description"]}:
+                return keyset
+            assert run["state"]["type"] not in ("FAILED", "CRASHED", "CANCELLED", "COMPLETED"), (run["state"], log.read_text()[-3000:])
+            assert time.monotonic() < deadline, f"{log.read_text()[-3000:]}\nno new form on run {run_id} after {timeout} s"
+            time.sleep(0.5)
+
+    def inputs(self, run_id: str) -> list[dict]:
+        """Every input the server keeps for the run (forms' schemas and descriptions, answers)."""
+        return self.call(f"/flow_runs/{run_id}/input/filter", {"prefix": "", "limit": 1000})
+
+    def input_keys(self, run_id: str) -> set[str]:
+        return {i["key"] for i in self.inputs(run_id)}
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in path.read_text():
+        assert proc.poll() is None, path.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no {text!r} after {timeout} s\n{path.read_text()[-3000:]}"
+        time.sleep(0.5)
+
+
+def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | None = None, button: str = "Submit") -> None:
+    """Click ``form``'s ``button`` and wait until ``done()``. The UI posts once; when the server
+    was busy (a 503 while SQLite is locked) it shows an error and stays on the form, and a person
+    clicks again: so does the test, once, after 20 s. After 90 s it fails with what the page says
+    (and the end of ``log``)."""
+    form.get_by_role("button", name=button).click()
+    started, again = time.monotonic(), False
+    while not done():
+        waited = time.monotonic() - started
+        if not again and waited > 20 and form.get_by_role("button", name=button).count():
+            shot(again_shot)
+            form.get_by_role("button", name=button).click()
+            again = True
+        assert waited < 90, (f"{failure}; the page says: {page.locator('body').inner_text()[-800:]}"
+                             + (f"\n{log.read_text()[-3000:]}" if log else ""))
+        time.sleep(0.5)
+
+
+@contextmanager
+def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
+    """A Prefect server on a free loopback port and ``grace serve`` on it, with the ``GRACE_*``
+    ``settings`` (and the lake in ``tmp_path/lake``): (api, lake, env). With ``login``
+    (``user:password``) the server asks for it (PREFECT_SERVER_API_AUTH_STRING) and serve, like
+    every client here, sends it (PREFECT_API_AUTH_STRING)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/bootstrap.sh (it installs Debian's chromium)")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    lake = tmp_path / "lake"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "GRACE_"))},
+        "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": f"{base}/api", "PREFECT_UI_API_URL": f"{base}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_RUNNER_POLL_FREQUENCY": "1", "PREFECT_LOGGING_LEVEL": "INFO",
+        "GRACE_LAKE": str(lake), "OMP_NUM_THREADS": "1", **settings,
+    }
+    if login:
+        env |= {"PREFECT_SERVER_API_AUTH_STRING": login, "PREFECT_API_AUTH_STRING": login}
+    server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
+    with server_log.open("w") as out:
+        server = subprocess.Popen([BIN / "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                  cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    serve = None
+    try:
+        api = Api(base, login)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if api.call("/health"):
+                    break
+            except OSError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, server_log.read_text()[-3000:]
+            time.sleep(0.5)
+        with serve_log.open("w") as out:
+            serve = subprocess.Popen([BIN / "grace", "serve"], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+        wait_for_text(serve_log, "being served", serve, timeout=120)
+        yield api, lake, env
+    finally:
+        if serve is not None:
+            stop(serve)
+        stop(server)
+
+
+@contextmanager
+def browser(tmp_path: Path) -> Iterator[tuple[object, object, Path]]:
+    """Chromium (headless, its own profile) on one page: (page, shot, screens). ``shot(name)``
+    saves a full-page screenshot in the test's ``screens`` folder; at the end every screenshot
+    is copied to /tmp/grace-ui-screens/ too."""
+    from playwright.sync_api import sync_playwright
+
+    screens = tmp_path / "screens"
+    screens.mkdir()
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            yield page, lambda name: page.screenshot(path=str(screens / f"{name}.png"), full_page=True), screens
+        finally:
+            context.close()
+            STABLE_SCREENS.mkdir(exist_ok=True)
+            for png in screens.glob("*.png"):
+                (STABLE_SCREENS / png.name).write_bytes(png.read_bytes())
