@@ -24,7 +24,7 @@ from grace_core.errors import LakeError
 from grace_core.metrics import SCORING_COUNTS, round_metrics as core_round_metrics
 from grace_core.decisions import decide
 import storage.catalog as catalog_module
-from storage.catalog import build_catalog
+from storage.catalog import build_catalog, catalog_is_current
 from storage.commit import commit_tables
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -118,13 +118,13 @@ def test_catalog_is_refreshed_after_every_commit(local_config: LakeConfig) -> No
 
 def catalog_contents(path: Path) -> dict:
     """What a catalog shows: its views' SQL, its file listing, its state row (but when it was
-    built) and the row count of every view."""
+    built and its seal, whose key is the folder's) and the row count of every view."""
     with duckdb.connect(str(path), read_only=True) as con:
         views = dict(con.sql("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
         return {
             "views": views,
             "files": con.sql("SELECT * FROM lake_files").fetchall(),
-            "state": con.sql("SELECT * EXCLUDE (built_at) FROM _grace_catalog").fetchall(),
+            "state": con.sql("SELECT * EXCLUDE (built_at, seal) FROM _grace_catalog").fetchall(),
             "counts": {v: con.sql(f'SELECT count(*) FROM "{v}"').fetchall()[0][0] for v in sorted(views)},
         }
 
@@ -169,6 +169,43 @@ def test_a_catalog_built_by_other_code_is_rebuilt_whole(local_config: LakeConfig
         con.execute("CREATE OR REPLACE VIEW documents AS SELECT 1 AS stale")
     assert lake.query("SELECT count(*) AS n FROM documents")["n"][0] == 0
     assert [c for c, _ in describe(lake, "documents")] == [f.name for f in TABLES["documents"].schema]
+
+
+@pytest.mark.parametrize("forgery", [
+    "CREATE OR REPLACE VIEW claims AS SELECT * FROM claims WHERE false",
+    "CREATE OR REPLACE VIEW round_metrics AS SELECT 1 AS round",
+    "INSERT INTO lake_files SELECT * FROM lake_files LIMIT 1",
+    "UPDATE _grace_catalog SET built_at = 'now'",
+])
+def test_a_catalog_changed_outside_grace_is_never_served(local_config: LakeConfig, forgery: str) -> None:
+    """A plain duckdb session on the lake's catalog file redefines a view (or edits a table):
+    the seal no longer verifies, so the next query rebuilds the catalog instead of serving it."""
+    lake = Lake.open(local_config)
+    lake.commit("two", {"claims": claims(2, 3, 1)})
+    honest = lake.query("SELECT count(*) AS n FROM claims")["n"][0]
+    with duckdb.connect(str(lake.store.catalog_path)) as con:
+        con.execute(forgery)
+    fresh = Lake.open(local_config)  # another process: nothing remembered of the file
+    catalog_module._SHOWN.clear()
+    assert fresh.query("SELECT count(*) AS n FROM claims")["n"][0] == honest == 6
+    assert fresh.query("SELECT count(*) AS n FROM round_metrics")["n"][0] == 0
+    with duckdb.connect(str(lake.store.catalog_path), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM lake_files").fetchall()[0][0] == len(lake.state().table("claims").files)
+
+
+def test_a_catalog_without_its_key_or_from_another_folder_is_rebuilt(local_config: LakeConfig, tmp_path: Path) -> None:
+    lake = Lake.open(local_config)
+    lake.commit("two", {"claims": claims(2, 3, 1)})
+    lake.query("SELECT 1")
+    key = lake.store.catalog_path.parent / catalog_module.SEAL_KEY_FILE
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    built = lake.store.catalog_path.stat().st_ino
+    key.unlink()
+    catalog_module._SHOWN.clear()
+    assert not catalog_is_current(lake.store, lake.state())
+    lake.query("SELECT 1")
+    assert lake.store.catalog_path.stat().st_ino != built and key.is_file()
+    assert catalog_is_current(lake.store, lake.state())
 
 
 def test_a_stale_or_moved_catalog_is_rebuilt_before_a_query(local_config: LakeConfig, tmp_path: Path) -> None:
