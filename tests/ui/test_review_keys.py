@@ -115,6 +115,11 @@ def test_the_login_then_votes_only_under_the_reviewers_key(locked_desk, tmp_path
         assert login_field.get_attribute("placeholder") == "admin:pass"
         assert page.get_by_text("review-packet").count() == 0 and page.get_by_text("Deployments").count() == 0
         shot("k01-login")
+        page.goto(f"{api.base}/deployments", wait_until="networkidle")  # the V1 UI asks too
+        page.locator("input[type=password]").wait_for()
+        assert page.get_by_text("review-packet").count() == 0
+        shot("k01b-login-v1")
+        page.goto(api.base, wait_until="networkidle")
         login_field.fill(LOGIN)
         page.get_by_role("button", name="Login").click()
         page.wait_for_url("**/dashboard**")
