@@ -3,6 +3,12 @@ cache, a cost ledger, bounded retries, a concurrency limit, a per-round spend ca
 de-duplication (identical requests in flight are made once) and redaction of secrets in every
 recorded or raised error.
 
+Every reply is bounded: a whole-request deadline (``request_timeout_s``, wall clock; litellm's
+own ``timeout`` is per socket read, so a server dripping one byte every 0.5 s never tripped a
+3 s timeout), a size cap (``max_reply_bytes``, enforced as the bytes arrive), and usage figures
+checked before they reach the ledger (a reply claiming negative or NaN tokens cannot lower the
+spend).
+
 ``LITELLM_LOCAL_MODEL_COST_MAP`` is set before litellm is imported so that the import does not
 fetch the price map from the network.
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -23,10 +30,13 @@ from typing import Any, Generic, TypeVar
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import httpcore  # noqa: E402
+import httpx  # noqa: E402
 import litellm  # noqa: E402
 import numpy as np  # noqa: E402
 import openai  # noqa: E402
 from litellm.exceptions import ModelNotMappedError  # noqa: E402
+from litellm.llms.custom_httpx.http_handler import get_ssl_configuration  # noqa: E402
 from litellm.types.utils import CostPerToken  # noqa: E402
 
 from grace_core.errors import MalformedReply, ModelUnavailable, SpendCapReached, UnknownModelPrice  # noqa: E402
@@ -85,12 +95,166 @@ def call_workers(concurrency: int) -> ThreadPoolExecutor:
     return _WORKERS.get(concurrency)
 
 
+MAX_CALL_TOKENS = 10_000_000
+"""Most prompt or completion tokens one call may claim: five times the longest context window
+offered today (2M). Usage above it, negative, fractional, NaN or infinite is not plausible."""
+
+
+class _Bounds(threading.local):
+    """The limits of the call running on this thread (``budget_s`` None outside a call): its
+    seconds from its first network operation to the whole reply, its deadline (set by that
+    operation: litellm's own work before it, e.g. 1.3 s of imports on a process's first call on
+    the 2-core machine, does not count), the most bytes it may receive, the bytes received so
+    far and why the reply was refused, if it was (too large, compressed)."""
+
+    budget_s: float | None = None
+    deadline: float | None = None
+    max_bytes: int = 0
+    received: int = 0
+    refused: str | None = None
+
+    def start(self, budget_s: float | None, max_bytes: int = 0) -> None:
+        """Limits for the call about to run on this thread (None: no call)."""
+        self.budget_s, self.deadline, self.max_bytes, self.received, self.refused = budget_s, None, max_bytes, 0, None
+
+    def past_deadline(self) -> bool:
+        """Whether the call's deadline has passed (what a socket timeout then means)."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def remaining(self, timeout: float | None, kind: type[Exception]) -> float | None:
+        """``timeout`` shortened to the time left before the deadline; ``kind`` (an httpcore
+        timeout) once it has passed."""
+        if self.budget_s is None:
+            return timeout
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.budget_s
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise kind("the whole-request deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+
+_BOUNDS = _Bounds()
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by the call's deadline and whose reads
+    count towards the call's byte cap (status line, headers and body, as received)."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = self._stream.read(max_bytes, _BOUNDS.remaining(timeout, httpcore.ReadTimeout))
+        if _BOUNDS.budget_s is not None:
+            _BOUNDS.received += len(data)
+            if _BOUNDS.received > _BOUNDS.max_bytes:
+                _BOUNDS.refused = f"larger than {_BOUNDS.max_bytes} bytes"
+                raise httpcore.ReadError(f"reply {_BOUNDS.refused}")
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _BOUNDS.remaining(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._stream.start_tls(ssl_context, server_hostname, _BOUNDS.remaining(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _BoundedBackend(httpcore.NetworkBackend):
+    """httpcore's socket backend with :class:`_BoundedStream` connections, connecting by the deadline."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._backend.connect_tcp(host, port, _BOUNDS.remaining(timeout, httpcore.ConnectTimeout),
+                                                        local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._backend.connect_unix_socket(path, _BOUNDS.remaining(timeout, httpcore.ConnectTimeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _identity_only(response: httpx.Response) -> None:
+    """Refuse a compressed reply before its body is read: the byte cap counts bytes as received,
+    so a small gzip body could still unpack to gigabytes (the client asks for ``identity``)."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity") and _BOUNDS.budget_s is not None:
+        _BOUNDS.refused = f"compressed ({encoding}) although an uncompressed reply was asked for"
+        raise httpx.DecodingError(f"reply {_BOUNDS.refused}")
+
+
+def bounded_http_client() -> httpx.Client:
+    """The HTTP client litellm's OpenAI-SDK path (``openai/…`` models, OpenAI-compatible
+    ``api_base``) uses in this process (``litellm.client_session``): its connections end every
+    read and write by the running call's deadline and count its bytes (:class:`_Bounds`), and it
+    asks for uncompressed replies. Proxies from the environment are honoured but bypass the byte
+    cap; the deadline still holds there (:meth:`LiteLLMClient._bounded`)."""
+    ssl_context = httpx.create_ssl_context(verify=get_ssl_configuration())  # litellm's certificate settings
+    limits = httpx.Limits()
+    transport = httpx.HTTPTransport(verify=ssl_context)
+    transport._pool = httpcore.ConnectionPool(  # httpx has no public way to pass httpcore a network backend
+        ssl_context=ssl_context, network_backend=_BoundedBackend(), max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+    )
+    return httpx.Client(transport=transport, verify=ssl_context, follow_redirects=True, headers={"Accept-Encoding": "identity"},
+                        event_hooks={"response": [_identity_only]})
+
+
+_HTTP_CLIENT: PerProcess[None, httpx.Client] = PerProcess(lambda _: bounded_http_client())
+
+DEADLINE_SLACK_S = 10.0
+"""How long past ``request_timeout_s`` a caller waits for a call's thread at most: litellm's own
+work before and after the HTTP exchange (its first call in a process imports and builds clients,
+1.3 s measured on the 2-core machine under load). On the OpenAI-SDK path the connection ends the
+call at its deadline itself, well within this."""
+
+
+def _plausible_tokens(value: Any) -> int | None:
+    """A token count as a reply states it (None or absent: 0), or None when it is not one:
+    negative, fractional, NaN, infinite, not a number, or above :data:`MAX_CALL_TOKENS`."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not math.isfinite(value) or value != int(value) or not 0 <= value <= MAX_CALL_TOKENS:
+        return None
+    return int(value)
+
+
 class _Transient(Exception):
     """A call failed in a way worth retrying after a backoff (429, timeout, 5xx, connection)."""
 
     def __init__(self, outcome: CallOutcome, message: str) -> None:
         super().__init__(message)
         self.outcome = outcome
+
+
+def _as_transient(exc: Exception, cfg: ModelConfig) -> _Transient | None:
+    """``exc`` of a call as a retryable :class:`_Transient` (a reply cut off at the deadline, one
+    over ``max_reply_bytes``, a timeout, 429, connection error or 5xx), or None."""
+    if _BOUNDS.past_deadline():
+        return _Transient("timeout", f"timeout: no whole reply within the {cfg.request_timeout_s:g} s deadline")
+    if _BOUNDS.refused:
+        return _Transient("malformed", f"reply refused: {_BOUNDS.refused}")
+    if isinstance(exc, openai.APITimeoutError):
+        return _Transient("timeout", f"timeout: {exc}")
+    if isinstance(exc, openai.RateLimitError):
+        return _Transient("rate_limited", f"rate limited: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        return _Transient("error", f"connection error: {exc}")
+    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
+        return _Transient("error", f"server error {exc.status_code}: {exc}")
+    return None
 
 
 class LiteLLMClient:
@@ -120,6 +284,7 @@ class LiteLLMClient:
         self._stats = UsageStats()
         self._in_flight: dict[str, Future[CallResult[Any]]] = {}
         self._failures: list[tuple[str, str, str | None]] = []
+        litellm.client_session = _HTTP_CLIENT.get(None)
         key = config.api_key.get_secret_value() if config.api_key is not None else None
         self.redact = Redactor.from_environment(os.environ, key)
 
@@ -158,6 +323,7 @@ class LiteLLMClient:
             self._stats = replace(s, **{k: getattr(s, k) + v for k, v in increments.items()})
 
     def _add_spend(self, cost: float | None) -> None:
+        """Add a call's cost (finite and ≥ 0, see :meth:`_charge`) to the round's spend."""
         with self._lock:
             spent = self._stats.cost_usd + (cost or 0.0)
             cap = self.config.spend_cap_usd
@@ -288,6 +454,39 @@ class LiteLLMClient:
         except ModelNotMappedError:
             return None
 
+    def _charge(self, model: str, msgs: list[dict[str, str]], response: Any, completion_cap: int) -> tuple[int, int, float | None, str | None]:
+        """(prompt tokens, completion tokens, cost, None) as the reply states them, checked before
+        they reach the ledger; when they are not plausible (negative, NaN, infinite, fractional,
+        above :data:`MAX_CALL_TOKENS`, or a cost that is not a finite amount ≥ 0), the most the
+        call could have cost instead — one token per byte of the prompt (no token is shorter) and
+        ``completion_cap`` completion tokens — and why: the reply is then refused as malformed. So
+        a reply claiming negative usage never lowers the spend, and the spend cap still fires."""
+        usage = getattr(response, "usage", None)
+        prompt = _plausible_tokens(getattr(usage, "prompt_tokens", None))
+        completion = _plausible_tokens(getattr(usage, "completion_tokens", None))
+        if prompt is not None and completion is not None:
+            try:
+                cost = self._cost(response)
+            except Exception:  # noqa: BLE001 (litellm could not price the stated usage: priced below instead)
+                cost = math.nan
+            if cost is None or (math.isfinite(cost) and cost >= 0):
+                return prompt, completion, cost, None
+            problem = f"cost {cost!r} is not a finite amount ≥ 0"
+        else:
+            problem = (f"prompt_tokens={getattr(usage, 'prompt_tokens', None)!r}, "
+                       f"completion_tokens={getattr(usage, 'completion_tokens', None)!r}")
+        prompt = min(sum(len(m["content"].encode("utf-8")) for m in msgs), MAX_CALL_TOKENS)
+        cfg = self.config
+        try:
+            per_token = (CostPerToken(input_cost_per_token=cfg.input_cost_per_token or 0.0, output_cost_per_token=cfg.output_cost_per_token or 0.0)
+                         if cfg.input_cost_per_token is not None or cfg.output_cost_per_token is not None else None)
+            cost = float(sum(litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=completion_cap,
+                                                    custom_cost_per_token=per_token)))
+        except ModelNotMappedError:
+            cost = None
+        return prompt, completion_cap, cost, (f"usage not plausible ({problem}): charged the most the call could cost "
+                                              f"({prompt} prompt, {completion_cap} completion tokens)")
+
     def _record(self, **fields: Any) -> None:
         with self._lock:
             self.cache.put(CallRecord(round=self._stats.round, created_at=datetime.now(UTC), **fields))
@@ -380,7 +579,7 @@ class LiteLLMClient:
                              latency_s=time.perf_counter() - started, outcome=outcome, error=error)
 
             try:
-                text, resp = self._invoke(invoke, msgs)
+                text, resp = self._bounded(invoke, msgs)
                 if role != "embedder":  # the reply is parsed as it is recorded, so a replay from the cache gives the same value
                     text = self.redact.values(text) or ""
             except _Transient as exc:
@@ -402,12 +601,14 @@ class LiteLLMClient:
                 record("error", error)
                 return CallResult(None, "failed", error=error)
 
-            usage = getattr(resp, "usage", None)
-            prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-            completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-            cost = self._cost(resp)
+            prompt_tokens, completion_tokens, cost, implausible = self._charge(
+                model, msgs, resp, 0 if role == "embedder" else self.config.max_tokens)
             self._count(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
             self._add_spend(cost)
+            if implausible is not None:
+                error = self.redact.error_text(implausible)
+                record("malformed", error, text, prompt_tokens, completion_tokens, cost)
+                continue
             try:
                 value = parse(text)
             except MalformedReply as exc:
@@ -421,18 +622,42 @@ class LiteLLMClient:
         self._count(failed_items=1)
         return CallResult(None, "failed", error=error)
 
-    @staticmethod
-    def _invoke(invoke: Callable[[list[dict[str, str]]], tuple[str, Any]], msgs: list[dict[str, str]]) -> tuple[str, Any]:
-        """Call ``invoke`` and turn retryable litellm errors into :class:`_Transient`."""
+    def _bounded(self, invoke: Callable[[list[dict[str, str]]], tuple[str, Any]], msgs: list[dict[str, str]]) -> tuple[str, Any]:
+        """``invoke(msgs)`` within the call's limits (:class:`_Bounds`: ``request_timeout_s`` from
+        its first network operation, ``max_reply_bytes``), on a thread of its own that the caller
+        waits for ``request_timeout_s`` + :data:`DEADLINE_SLACK_S` at most. The connections of
+        :func:`bounded_http_client` end the call at the deadline themselves; the wait bounds the
+        call whatever path litellm takes (a provider with its own HTTP client, a proxy): such a
+        call left running past it is no longer waited for, and its cost not counted."""
+        cfg = self.config
+        done: Future[tuple[str, Any]] = Future()
+
+        def run() -> None:
+            _BOUNDS.start(cfg.request_timeout_s, cfg.max_reply_bytes)
+            try:
+                done.set_result(self._invoke(invoke, msgs, cfg))
+            except BaseException as exc:  # noqa: BLE001 (handed to the waiting caller)
+                done.set_exception(exc)
+            finally:
+                _BOUNDS.start(None)
+
+        threading.Thread(target=run, name="grace-llm-call", daemon=True).start()
         try:
-            return invoke(msgs)
-        except openai.APITimeoutError as exc:
-            raise _Transient("timeout", f"timeout: {exc}") from None
-        except openai.RateLimitError as exc:
-            raise _Transient("rate_limited", f"rate limited: {exc}") from None
-        except openai.APIConnectionError as exc:
-            raise _Transient("error", f"connection error: {exc}") from None
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500:
-                raise _Transient("error", f"server error {exc.status_code}: {exc}") from None
-            raise
+            return done.result(timeout=cfg.request_timeout_s + DEADLINE_SLACK_S)
+        except TimeoutError:
+            raise _Transient("timeout", f"timeout: no whole reply within the {cfg.request_timeout_s:g} s deadline") from None
+
+    @staticmethod
+    def _invoke(invoke: Callable[[list[dict[str, str]]], tuple[str, Any]], msgs: list[dict[str, str]], cfg: ModelConfig) -> tuple[str, Any]:
+        """Call ``invoke`` and turn retryable litellm errors into :class:`_Transient`: a reply
+        cut off at the deadline is a ``timeout``, one over ``max_reply_bytes`` ``malformed``."""
+        try:
+            text, resp = invoke(msgs)
+        except Exception as exc:
+            transient = _as_transient(exc, cfg)
+            if transient is None:
+                raise
+            raise transient from None
+        if len(text) > cfg.max_reply_bytes:  # a provider whose HTTP client litellm makes itself: checked once read
+            raise _Transient("malformed", f"reply refused: {len(text)} characters, more than {cfg.max_reply_bytes} bytes")
+        return text, resp

@@ -181,8 +181,20 @@ class LiteLLMResponder:
         return out
 
 
+def parse_claims(text: str, most: int) -> list[str]:
+    """The claims of a decomposer reply, or :class:`MalformedReply` if it has more than ``most``
+    (``max_claims_per_text``): refused rather than cut, so no text's claims are silently
+    dropped; the correction turn tells the model the limit (a loopback server's 20,000 claims
+    per text had made 120,000 claim rows from 8 calls)."""
+    claims = validate_reply(_ClaimsReply, text).claims
+    if len(claims) > most:
+        raise MalformedReply(f"{len(claims)} claims, more than the {most} allowed for one text")
+    return claims
+
+
 class LiteLLMDecomposer:
-    """Asks an LLM for the atomic claims of each text (one call per non-empty text)."""
+    """Asks an LLM for the atomic claims of each text (one call per non-empty text, at most
+    ``max_claims_per_text`` claims each)."""
 
     def __init__(self, client: LiteLLMClient, model: str) -> None:
         self.client, self.model = client, model
@@ -191,13 +203,15 @@ class LiteLLMDecomposer:
         """The claims of each text, normalised and without duplicates."""
         todo = [i for i, t in enumerate(texts) if t.strip()]
 
-        def call(i: int) -> CallResult[_ClaimsReply]:
+        most = self.client.config.max_claims_per_text
+
+        def call(i: int) -> CallResult[list[str]]:
             msgs = _messages(DECOMPOSER_PROMPT, f"Text:\n{texts[i]}")
-            return self.client.complete_json("decomposer", self.model, msgs, lambda t: validate_reply(_ClaimsReply, t))
+            return self.client.complete_json("decomposer", self.model, msgs, lambda t: parse_claims(t, most))
 
         out = [Decomposition(()) for _ in texts]
         for i, res in zip(todo, self.client.map(call, todo), strict=True):
-            claims = () if res.value is None else tuple(dict.fromkeys(c for c in map(normalise, res.value.claims) if c))
+            claims = () if res.value is None else tuple(dict.fromkeys(c for c in map(normalise, res.value) if c))
             out[i] = Decomposition(claims, outcome=res.outcome, error=res.error)
         return out
 

@@ -14,11 +14,19 @@ every n-th request misbehave:
 - ``"not_json"``: a 200 whose HTTP body is not JSON at all;
 - ``"echo_key"``: a 500 whose error body echoes the request's ``Authorization``, ``api-key`` and
   ``x-api-key`` headers (as careless proxies do);
-- ``"echo_key_401"``: the same with status 401.
+- ``"echo_key_401"``: the same with status 401;
+- ``"drip"``: a well-formed reply whose body comes one byte every ``drip_s`` seconds (litellm's
+  per-read timeout never trips on it);
+- ``"huge"``: a 200 whose reply content is ``huge_bytes`` (50 MB) long, sent in 1 MiB pieces;
+- ``"gzip"``: a well-formed reply sent gzip-compressed although ``identity`` was asked for;
+- ``"negative_usage"``, ``"nan_usage"``: a well-formed reply claiming -1,000,000 prompt tokens, or
+  NaN tokens (JSON's non-standard ``NaN``, which Python's parser accepts);
+- ``"many_claims"``: a decomposer reply with 20,000 claims (other roles answer sensibly).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -37,6 +45,7 @@ from grace_core.models.litellm_roles import (
 )
 
 EMBED_DIM = 8
+MANY_CLAIMS = 20_000
 
 
 def role_reply(body: dict[str, Any]) -> str:
@@ -65,7 +74,7 @@ def role_reply(body: dict[str, Any]) -> str:
 class OpenAICompatibleServer:
     """Start with :meth:`start`, stop with :meth:`stop`; ``url`` is the ``api_base``."""
 
-    def __init__(self, *, slow_s: float = 1.5) -> None:
+    def __init__(self, *, slow_s: float = 1.5, drip_s: float = 0.5, huge_bytes: int = 50 * 2**20) -> None:
         self.script: list[str] = []
         self.fallback = "ok"
         self.fail_every: tuple[int, str] | None = None
@@ -73,6 +82,8 @@ class OpenAICompatibleServer:
         self.authorizations: list[str | None] = []
         self.delay_s = 0.0
         self.slow_s = slow_s
+        self.drip_s = drip_s
+        self.huge_bytes = huge_bytes
         self.in_flight = 0
         self.max_in_flight = 0
         self._generation = 0
@@ -140,16 +151,52 @@ class OpenAICompatibleServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any] | bytes) -> None:
+            def _send(self, status: int, payload: dict[str, Any] | bytes, *, drip_s: float = 0.0, encoding: str | None = None) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                if encoding == "gzip":
+                    data = gzip.compress(data)
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if encoding:
+                        self.send_header("Content-Encoding", encoding)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not drip_s:
+                        self.wfile.write(data)
+                    for i in range(len(data) if drip_s else 0):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(drip_s)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and hung up
+
+            def _send_huge(self, body: dict[str, Any]) -> None:
+                """A completion whose content is ``huge_bytes`` of "a", written piece by piece
+                (the server never holds it whole)."""
+                head, tail = json.dumps(self._completion(body, "\0")).encode().split(b"\\u0000")
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(head) + server.huge_bytes + len(tail)))
+                    self.end_headers()
+                    self.wfile.write(head)
+                    piece = b"a" * 2**20
+                    for start in range(0, server.huge_bytes, len(piece)):
+                        self.wfile.write(piece[: server.huge_bytes - start])
+                    self.wfile.write(tail)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client refused the reply and hung up
+
+            @staticmethod
+            def _completion(body: dict[str, Any], content: str, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+                prompt_words = sum(len(m["content"].split()) for m in body["messages"])
+                return {
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                    "usage": usage or {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
+                                       "total_tokens": prompt_words + len(content.split())},
+                }
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -176,15 +223,17 @@ class OpenAICompatibleServer:
                         self._send(200, {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                                          "model": body["model"], "choices": []})
                         return
+                    if mode == "huge":
+                        self._send_huge(body)
+                        return
                     content = {"malformed": "this is not JSON at all", "wrong_fields": json.dumps({"result": [1, 2, 3]})}.get(mode) or role_reply(body)
-                    prompt_words = sum(len(m["content"].split()) for m in body["messages"])
-                    self._send(200, {
-                        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                        "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
-                                  "total_tokens": prompt_words + len(content.split())},
-                    })
+                    if mode == "many_claims" and body["messages"][0]["content"] == DECOMPOSER_PROMPT:
+                        content = json.dumps({"claims": [f"Claim number {i} holds." for i in range(MANY_CLAIMS)]})
+                    usage = {"negative_usage": {"prompt_tokens": -1_000_000, "completion_tokens": -1_000_000, "total_tokens": -2_000_000},
+                             "nan_usage": {"prompt_tokens": float("nan"), "completion_tokens": float("nan"), "total_tokens": float("nan")},
+                             }.get(mode)
+                    self._send(200, self._completion(body, content, usage), drip_s=server.drip_s if mode == "drip" else 0.0,
+                               encoding="gzip" if mode == "gzip" else None)
                 finally:
                     server._done(generation)
 
