@@ -12,10 +12,10 @@ import typer
 from rich.console import Console
 
 from flows.cli import app
-from flows.cli.demo import metrics_table
+from flows.cli.demo import metrics_table, round_line
 from flows.cli.lake import LAKE_HELP
 from flows.settings import build_settings
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, SpendCapReached
 
 
 @app.command("round")
@@ -31,7 +31,7 @@ def round_(
     them with --rescore-all, or when the scoring settings changed)."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry heartbeat from a temporary server
-    from flows.expansion import expansion_round
+    from flows.expansion import expansion_round, next_round
     from flows.params import RoundParams
     from flows.prefect_server import prefect_api
     from storage.lake import Lake
@@ -41,9 +41,16 @@ def round_(
     if target.read("documents", columns=["doc_id"]).height == 0:
         raise LakeError(f"lake {target.uri} has no documents: ingest a batch first (grace ingest BATCH.jsonl)")
     console = Console(width=max(150, Console().width))
+    ran = round_id or next_round(settings)
     with prefect_api() as (api_url, temporary):
         where = f"temporary Prefect server {api_url}" if temporary else f"Prefect API {api_url}"
         with console.status(f"expansion round on {target.uri} ({where})…"):
             metrics = expansion_round(RoundParams(round_id=round_id, lake=target.uri, budget=budget, rescore_all=rescore_all or None))
-    console.print(metrics_table(metrics))
-    console.print(f"round {round_id or metrics[-1]['round']} done on lake {target.uri}")
+    after = Lake.open(settings)  # the lake as the round left it
+    if not metrics and settings.spend_cap_usd is not None:  # no document of the lake has claims: nothing to score or show
+        spent = after.read("llm_calls", rounds=[ran], columns=["cost_usd"])["cost_usd"].sum() or 0.0
+        raise SpendCapReached(f"round {ran}: spend cap ${settings.spend_cap_usd:.4f} reached (${spent:.4f} spent) before any "
+                              "document was built; every document is left for the next round (GRACE_SPEND_CAP_USD is per round)")
+    if metrics:
+        console.print(metrics_table(metrics))
+    console.print(f"{round_line(after, settings, ran)} (lake {target.uri})")
