@@ -14,11 +14,11 @@ The key never stays on the server: Prefect keeps a submitted form as the run's i
 refused or not; the key is in no parameter, description, log line or artifact.
 
 The form's fields are plain JSON schema types (an ``enum`` with a default, a string), which
-Prefect's default UI and its V2 UI both render; the key is a ``SecretStr`` (``format:
-password``), which the V2 UI draws as a password field (Prefect's V1 UI, under the old paths,
-draws it as a plain text box). What JSON schema cannot say (a note needs a verdict, the key is
-the reviewer's) is checked when the form is loaded; a form that fails those checks does not fail
-the run (PrefectHQ/prefect#12279): the run pauses again with the reason above the same form, the
+both of Prefect's UIs (V1 and V2) render; the key is a ``SecretStr`` (``format: password``),
+which the V2 UI draws as a password field and the V1 UI, having none, as a plain text box. What
+JSON schema cannot say (a note needs a verdict, the key must be the reviewer's) is checked once
+the submitted form is read; a form that fails those checks does not fail the run
+(PrefectHQ/prefect#12279): the run pauses again with the reason above the same form, the
 reviewer's answers filled in (never the key).
 """
 
