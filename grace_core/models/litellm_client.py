@@ -112,23 +112,24 @@ class _Bounds(threading.local):
     max_bytes: int = 0
     received: int = 0
     refused: str | None = None
+    cut_by_deadline: bool = False
 
     def start(self, budget_s: float | None, max_bytes: int = 0) -> None:
         """Limits for the call about to run on this thread (None: no call)."""
         self.budget_s, self.deadline, self.max_bytes, self.received, self.refused = budget_s, None, max_bytes, 0, None
+        self.cut_by_deadline = False
 
-    def past_deadline(self) -> bool:
-        """Whether the call's deadline has passed (what a socket timeout then means)."""
-        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def remaining(self, timeout: float | None, kind: type[Exception]) -> float | None:
         """``timeout`` shortened to the time left before the deadline; ``kind`` (an httpcore
-        timeout) once it has passed."""
+        timeout) once it has passed. ``cut_by_deadline`` says whether the deadline, not
+        ``timeout``, bounds this operation (so a timeout it raises is the deadline's)."""
         if self.budget_s is None:
             return timeout
         if self.deadline is None:
             self.deadline = time.monotonic() + self.budget_s
         left = self.deadline - time.monotonic()
+        self.cut_by_deadline = timeout is None or left <= timeout
         if left <= 0:
             raise kind("the whole-request deadline passed")
         return left if timeout is None else min(timeout, left)
@@ -242,11 +243,11 @@ class _Transient(Exception):
 def _as_transient(exc: Exception, cfg: ModelConfig) -> _Transient | None:
     """``exc`` of a call as a retryable :class:`_Transient` (a reply cut off at the deadline, one
     over ``max_reply_bytes``, a timeout, 429, connection error or 5xx), or None."""
-    if _BOUNDS.past_deadline():
-        return _Transient("timeout", f"timeout: no whole reply within the {cfg.request_timeout_s:g} s deadline")
     if _BOUNDS.refused:
         return _Transient("malformed", f"reply refused: {_BOUNDS.refused}")
     if isinstance(exc, openai.APITimeoutError):
+        if _BOUNDS.cut_by_deadline:
+            return _Transient("timeout", f"timeout: no whole reply within the {cfg.request_timeout_s:g} s deadline")
         return _Transient("timeout", f"timeout: {exc}")
     if isinstance(exc, openai.RateLimitError):
         return _Transient("rate_limited", f"rate limited: {exc}")
