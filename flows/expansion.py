@@ -24,8 +24,28 @@ from grace_core.round import round_to_run
 from storage.review_files import OUTBOX
 
 
+LAST_STAGE = "recheck"
+"""The stage whose commit is a round's last (:func:`flows.queries.recheck_queries`, the end of
+``dispatch_reviews``): a round with a ``dispatch`` row and none of this one was interrupted."""
+
+
+def unfinished_round(settings: GraceSettings) -> int | None:
+    """The last dispatched round when it never finished (killed between its deferrals and its
+    last commit: the verifier may not have answered, packets not been written), else None."""
+    stages = open_lake(settings).read("rounds", columns=["round", "stage"])
+    dispatched = stages.filter(pl.col("stage") == "dispatch")["round"].max()
+    if dispatched is None or stages.filter((pl.col("round") == dispatched) & (pl.col("stage") == LAST_STAGE)).height:
+        return None
+    return int(dispatched)
+
+
 def next_round(settings: GraceSettings) -> int:
-    """The round after the last one whose reviews were dispatched (1 for a new lake)."""
+    """The round to run when none is asked for: an :func:`unfinished_round` first (it is run
+    again, which finishes it: every stage it committed is skipped), else the one after the last
+    dispatched round (1 for a new lake)."""
+    unfinished = unfinished_round(settings)
+    if unfinished is not None:
+        return unfinished
     rounds = open_lake(settings).read("rounds", columns=["round", "stage"]).filter(pl.col("stage") == "dispatch")
     return int(rounds["round"].max() or 0) + 1
 
@@ -78,8 +98,12 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
     artifact while it runs, one summary line per stage, the round report (after dispatch, so its
     deferrals are counted) and where the review packets are."""
     settings = params.settings()
-    round_id = round_to_run(params.round_id, next_round(settings), settings.lake)
+    following = next_round(settings)
+    round_id = round_to_run(params.round_id, following, settings.lake)
     logger = get_run_logger()
+    if params.round_id is None and following == unfinished_round(settings):
+        logger.warning("round %d was interrupted before it finished: finishing it (what it committed is kept) before a new round starts",
+                       round_id)
     logger.info("expansion round %d on lake %s (%s backend)", round_id, settings.lake, settings.backend)
     stage = StageParams(**params.model_dump(include=set(StageParams.model_fields) - {"round_id", "now"}), round_id=round_id,
                         now=timestamp(params.now))

@@ -4,12 +4,16 @@ outlives the command.
 Prefect starts its temporary server as a child process and stops it only at a normal
 interpreter exit, so a command ended by SIGTERM or SIGHUP (no ``atexit``) or by SIGKILL left it
 running. :func:`prefect_api` starts that server itself, turns SIGTERM and SIGHUP into a normal
-exit (SIGINT already is one), stops the server on the way out, and starts a watchdog process
-that stops the server when the command's process dies without cleaning up (SIGKILL, OOM kill).
+exit (SIGINT already is one), stops the server on the way out, and stops it too when the
+command's process dies without cleaning up (SIGKILL, OOM kill): the server process is started
+with Linux's parent-death signal (``PR_SET_PDEATHSIG``: SIGTERM the moment its parent dies, from
+its first instruction on, so also while the command still waits for it to answer), and a
+watchdog process, started once it answers, follows with SIGKILL if it has not stopped 5 s after.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -18,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from unittest import mock
 
 from grace_core.errors import GraceError
 
@@ -48,6 +53,30 @@ except ProcessLookupError:
 is re-parented), stop the server (SIGTERM, then SIGKILL after 5 s)."""
 
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent() -> None:
+    """In a child between fork and exec: ask the kernel for SIGTERM when the parent dies (a
+    no-op where prctl is missing; the watchdog still stops the server once it answers)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _temporary_server():
+    """Prefect's temporary server whose process gets :func:`_die_with_parent` (Prefect's own
+    command line, environment and start-up checks; only the spawn gains the ``preexec_fn``)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    class DiesWithParent(SubprocessASGIServer):
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            spawn = subprocess.Popen
+            with mock.patch.object(subprocess, "Popen", lambda *a, **kw: spawn(*a, preexec_fn=_die_with_parent, **kw)):
+                return super()._run_uvicorn_command()
+
+    return DiesWithParent()
 
 
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -59,7 +88,6 @@ def prefect_api() -> Iterator[tuple[str, bool]]:
     """Yield (URL, temporary) of the Prefect API the command's flows use: ``PREFECT_API_URL``
     when configured, else a temporary server started here, stopped when the block ends, on
     SIGTERM/SIGHUP/SIGINT, or by the watchdog if this process is killed."""
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
 
     configured = PREFECT_API_URL.value()
@@ -67,7 +95,7 @@ def prefect_api() -> Iterator[tuple[str, bool]]:
         yield configured, False
         return
     previous = {s: signal.signal(s, _exit_on_signal) for s in _EXIT_SIGNALS}
-    server = SubprocessASGIServer()
+    server = _temporary_server()
     watchdog = None
     try:
         try:

@@ -1,6 +1,8 @@
-"""Integrity check of a lake (``grace check``): every file the current version of each Delta
-table names exists, has the size the table's log records and, as Parquet, the row count its
-statistics record. A mismatch is reported naming the file, never read as silently wrong data."""
+"""Integrity check of a lake (``grace check``): every table the commit log says was written is
+there, at least at the version it recorded (:meth:`storage.lake.Lake.lost_tables`); every file
+the current version of each Delta table names exists, has the size the table's log records and,
+as Parquet, the row count its statistics record; the commit log is there when tables are. A
+mismatch is reported naming the table or file, never read as silently wrong data."""
 
 from __future__ import annotations
 
@@ -60,7 +62,10 @@ def _check_file(lake: Lake, table: str, f: DeltaFile) -> Problem | None:
 def check_lake(lake: Lake) -> CheckReport:
     """Check every file of the current version of every table and of the commit log."""
     targets = [(name, table_rel(name), spec.partitioned) for name, spec in TABLES.items()] + [("commit log", LOG_REL, False)]
-    problems, n_files, n_tables = [], 0, 0
+    problems = [Problem(name, lake.tables.uri(table_rel(name)), reason) for name, reason in lake.lost_tables().items()]
+    if lake.tables.load(LOG_REL) is None and any(lake.tables.load(table_rel(name)) is not None for name in TABLES):
+        problems.append(Problem("commit log", lake.tables.uri(LOG_REL), "missing while tables hold data: which work is done is unknown"))
+    n_files, n_tables = 0, 0
     for name, rel, partitioned in targets:
         dt = lake.tables.load(rel)
         if dt is None:

@@ -74,6 +74,7 @@ class CommitLog:
         self._seen: set[str] = set()
         self._records: dict[str, CommitRecord] = {}
         self._version: int | None = None  # the log version _records are complete for
+        self._recorded: tuple[int | None, dict[str, int]] = (None, {})  # latest_versions() of log version …
 
     def records(self) -> dict[str, CommitRecord]:
         """Every committed unit of work by key."""
@@ -104,6 +105,23 @@ class CommitLog:
         done = write_rows(self.tables, LOG_SPEC, data, rel=LOG_REL, metadata={"grace.commit_key": record.key},
                           what=f"lake {self.tables.store.uri}: recording commit {record.key!r}")
         return done.rows == 1
+
+    def latest_versions(self) -> dict[str, int]:
+        """Per table, the largest version a commit recorded: the table cannot be older than
+        that unless part of it was lost (tables only grow; compaction adds versions)."""
+        records = self.records()
+        if self._recorded[0] != self._version:
+            out: dict[str, int] = {}
+            for r in records.values():
+                for name, w in r.tables.items():
+                    out[name] = max(out.get(name, -1), w.version)
+            self._recorded = (self._version, out)
+        return dict(self._recorded[1])
+
+    def known_versions(self) -> dict[str, int]:
+        """:meth:`latest_versions` as last read by this process, without reading the log again
+        (empty before the first read): a check that may lag behind, never ahead."""
+        return dict(self._recorded[1])
 
     def versions_as_of_round(self, round_: int) -> dict[str, int]:
         """Per table, the largest version recorded by a commit of a round up to ``round_``."""

@@ -69,8 +69,43 @@ class Lake:
         return self.store.uri
 
     def state(self) -> LakeState:
-        """Every table at its current version."""
-        return self.tables.state()
+        """Every table at its current version; :class:`LakeError` naming the table when one is
+        older than the commit log says it is (:meth:`lost_tables`)."""
+        recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
+        state = self.tables.state()
+        self._refuse_lost(recorded, state.versions)
+        return state
+
+    def lost_tables(self) -> dict[str, str]:
+        """Tables the commit log says were written that are missing or older than their last
+        recorded version (their ``_delta_log``, or the whole folder, removed or rolled back),
+        with what was found: ``{name: reason}``. Every reader and writer refuses such a lake
+        (:meth:`state`, which every query and commit takes; :meth:`read_arrow`, against the
+        commit log as this process last read it), where a missing table would otherwise read as
+        empty and a round would run on as if nothing had been stored."""
+        recorded = self.log.latest_versions()
+        return self._lost(recorded, self.tables.state().versions)
+
+    @staticmethod
+    def _lost(recorded: Mapping[str, int], versions: Mapping[str, int | None]) -> dict[str, str]:
+        out = {}
+        for name, version in sorted(recorded.items()):
+            if name not in versions:
+                continue  # a table of a later GRACE: refused elsewhere
+            now = versions[name]
+            if now is None:
+                out[name] = f"missing (its Delta log or folder is gone; the commit log records version {version})"
+            elif now < version:
+                out[name] = f"at version {now}, older than version {version} the commit log records (part of its Delta log is gone)"
+        return out
+
+    def _refuse_lost(self, recorded: Mapping[str, int], versions: Mapping[str, int | None]) -> None:
+        lost = self._lost(recorded, versions)
+        if lost:
+            name, reason = next(iter(lost.items()))
+            more = f" (and {len(lost) - 1} more table{'s' if len(lost) > 2 else ''})" if len(lost) > 1 else ""
+            raise LakeError(f"lake {self.uri}: table {name} is {reason}{more}: nothing is read or written until it is "
+                            "restored from a backup (grace check lists the damage)")
 
     def state_as_of_round(self, round_: int) -> LakeState:
         """The tables as they were when round ``round_``'s last commit landed (later rounds'
@@ -79,7 +114,9 @@ class Lake:
 
     def commit(self, key: str, tables: Mapping[str, pl.DataFrame | pa.Table]) -> CommitResult:
         """Commit ``tables`` (name → rows) as the unit of work ``key``; a key committed before
-        is skipped (``created`` False). Refreshes the catalog."""
+        is skipped (``created`` False). Refreshes the catalog. A lake that lost a table
+        (:meth:`lost_tables`) is refused before anything is written."""
+        self.state()  # a lake that lost a table takes no new rows (LakeError naming it)
         result = commit_tables(self.tables, self.log, key, tables)
         if result.created:
             ensure_catalog(self.store, self.state())
@@ -117,8 +154,10 @@ class Lake:
             if not wanted:
                 return schema.empty_table()
         dt = self.tables.table(spec)
-        if dt is None:
+        if dt is None:  # never written, or lost: the commit log tells
+            self._refuse_lost(self.log.latest_versions(), {spec.name: None})
             return schema.empty_table()
+        self._refuse_lost(self.log.known_versions(), {spec.name: dt.version()})  # older than the log said when last read
         try:
             dataset = snapshot_dataset(dt, self.store, table_rel(spec.name), spec, rounds=wanted)
             if doc_ids is not None:
