@@ -38,6 +38,7 @@ def round_(
 
     settings = build_settings(lake=lake, budget=budget)
     target = Lake.open(settings, must_exist=True)
+    target.state()  # a lake that lost a table is refused here, in one line, before a server starts
     if target.read("documents", columns=["doc_id"]).height == 0:
         raise LakeError(f"lake {target.uri} has no documents: ingest a batch first (grace ingest BATCH.jsonl)")
     console = Console(width=max(150, Console().width))
