@@ -251,14 +251,15 @@ def test_prefect_ui_form_resumed_with_run_input(local_lake: Lake, reviewers) -> 
     with pytest.raises(RuntimeError, match="Cannot resume this run"):
         resume_flow_run(run.id, run_input={"claim_1": "maybe"})  # the server validates the form
     # a note without a verdict is refused: the run pauses again with the reason, the answers kept
-    resume_flow_run(run.id, run_input={"claim_1": "confirm", "claim_2": "leave pending", "note_2": "unsure"})
+    key = key_of(local_lake, "alice")
+    resume_flow_run(run.id, run_input={"claim_1": "confirm", "claim_2": "leave pending", "note_2": "unsure", "key": key})
     again = paused_run("review_packet", after=keyset)
     keyset = again.state.state_details.run_input_keyset
     description = read_flow_run_input(keyset["description"], flow_run_id=run.id)
     assert description.startswith("**Not recorded, please correct:** claim 2: a note was written but the verdict is still 'leave pending'")
     assert read_flow_run_input(keyset["schema"], flow_run_id=run.id)["properties"]["note_2"]["default"] == "unsure"
     assert local_lake.read("verdicts").height == 0
-    resume_flow_run(run.id, run_input={"claim_1": "confirm", "note_1": "matches the abstract", "claim_2": "reject"})
+    resume_flow_run(run.id, run_input={"claim_1": "confirm", "note_1": "matches the abstract", "claim_2": "reject", "key": key})
     worker.join(timeout=60)
     assert result == {"claims": 3, "recorded": 2, "bad": []}
     got = local_lake.read("verdicts").sort("claim_id")
@@ -269,6 +270,5 @@ def test_prefect_ui_form_resumed_with_run_input(local_lake: Lake, reviewers) -> 
     assert got["seconds_spent"].min() > 0 and got["seconds_spent"].n_unique() == 1  # the packet's time, shared
     # claim 3 was left pending: it is still waiting, first in alice's next packet
     assert got.filter(pl.col("claim_id") == "c:3").height == 0
-    alice = f"{key_of(local_lake, 'alice')}\nq\n"
-    assert RUNNER.invoke(app, ["review", "--reviewer", "alice", "--lake", local_lake.uri], input=alice).stdout.count("claims waiting") == 1
+    assert RUNNER.invoke(app, ["review", "--reviewer", "alice", "--lake", local_lake.uri], input=f"{key}\nq\n").stdout.count("claims waiting") == 1
     assert local_lake.read("deferrals")["doc_id"].unique().to_list() == [DOC]
