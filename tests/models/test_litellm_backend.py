@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import litellm
@@ -15,7 +18,9 @@ from flows.settings import build_settings
 from grace_core.errors import ModelUnavailable, SpendCapReached, UnknownModelPrice
 from grace_core.models.cache import CallCache, MemoryCallCache
 from grace_core.models.config import ModelConfig
+from grace_core.models import litellm_client
 from grace_core.models.factory import ModelRoles, build_roles
+from grace_core.models.litellm_client import Completion
 from grace_core.models.litellm_roles import LiteLLMEmbedder, LiteLLMJudge, parse_judgements
 from grace_core.models.offline_decomposer import OfflineDecomposer
 from grace_core.models.roles import (
@@ -29,7 +34,7 @@ from grace_core.models.roles import (
     Verifier,
     VerifyRequest,
 )
-from tests.models.openai_server import EMBED_DIM, OpenAICompatibleServer, role_reply
+from tests.models.openai_server import EMBED_DIM, MANY_CLAIMS, OpenAICompatibleServer, role_reply
 
 MODEL = "openai/test-model"
 IN_COST, OUT_COST = 1e-6, 2e-6
@@ -264,3 +269,99 @@ def test_settings_from_the_environment_choose_each_roles_backend(llm_server: Ope
     roles.judge.judge([JudgeRequest(SOURCES[0], tuple(SOURCES[0].split(". ")) + ("Unrelated words here.",))])
     [body] = llm_server.chat_requests()
     assert len(claims_of(body)) == 2
+
+
+def test_a_dripping_reply_is_cut_off_at_the_whole_request_deadline(llm_server: OpenAICompatibleServer,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llm_server, "drip_s", 0.1)  # a byte every 0.1 s: litellm's per-read timeout of 1 s never trips
+    llm_server.fallback = "drip"
+    cache = MemoryCallCache()
+    started = time.monotonic()
+    [verdict] = build_roles(server_config(llm_server, request_timeout_s=1.0, max_retries=1), cache).verifier.verify(
+        [VerifyRequest("It works.", "It works. Really.")])
+    assert time.monotonic() - started < 8, "two attempts of a 1 s deadline (the drip alone takes ~30 s each)"
+    assert verdict.outcome == "failed" and "1 s deadline" in (verdict.error or "")
+    assert [r.outcome for r in cache.records] == ["timeout", "timeout"]
+    assert all(r.latency_s < 3 for r in cache.records)
+
+
+def test_a_call_on_a_path_without_the_bounded_connection_is_still_not_waited_for_past_its_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(litellm_client, "DEADLINE_SLACK_S", 0.2)
+    release = threading.Event()
+
+    def hangs(**_: Any) -> Any:
+        release.wait(60)
+        raise RuntimeError("released")
+
+    cache = MemoryCallCache()
+    cfg = ModelConfig(backend="litellm", verifier_model="gpt-4o-mini", torch_threads=1, max_retries=0, request_timeout_s=0.3)
+    started = time.monotonic()
+    [verdict] = build_roles(cfg, cache, completion=hangs).verifier.verify([VerifyRequest("It works.", "It works.")])
+    release.set()
+    assert time.monotonic() - started < 3
+    assert verdict.outcome == "failed" and [r.outcome for r in cache.records] == ["timeout"]
+    assert "0.3 s deadline" in (cache.records[0].error or "")
+
+
+def test_an_oversized_or_compressed_reply_is_refused_as_it_arrives(llm_server: OpenAICompatibleServer) -> None:
+    llm_server.script.extend(["huge", "gzip"])  # 50 MB of content; a gzip body (which could unpack to far more)
+    cache = MemoryCallCache()
+    started = time.monotonic()
+    [verdict] = build_roles(server_config(llm_server, max_reply_bytes=2**20, max_retries=2), cache).verifier.verify(
+        [VerifyRequest("It works.", "It works. Really.")])
+    assert time.monotonic() - started < 10
+    assert verdict.outcome == "ok" and [r.outcome for r in cache.records] == ["malformed", "malformed", "ok"]
+    assert "larger than 1048576 bytes" in (cache.records[0].error or "") and "compressed (gzip)" in (cache.records[1].error or "")
+
+
+def fake_reply(prompt_tokens: Any, completion_tokens: Any = 1, cost: Any = None) -> Completion:
+    """A completion function whose reply is a valid verdict claiming this usage (and litellm cost)."""
+    def complete(**_: Any) -> Any:
+        message = SimpleNamespace(content=json.dumps({"verdict": "confirm", "reason": "x"}))
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)], _hidden_params={"response_cost": cost},
+                               usage=SimpleNamespace(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
+    return complete
+
+
+@pytest.mark.parametrize(("prompt", "completion", "cost"), [
+    (-1_000_000, 5, None), (float("nan"), 5, None), (5, float("inf"), None), (1e30, 5, None), (2.5, 5, None), ("12", 5, None),
+    (5, 5, -420.0), (5, 5, float("nan")), (5, 5, float("inf")),
+])
+def test_implausible_usage_is_refused_and_charged_the_most_the_call_could_cost(prompt: Any, completion: Any, cost: Any) -> None:
+    cache = MemoryCallCache()
+    cfg = ModelConfig(backend="litellm", verifier_model=MODEL, torch_threads=1, max_retries=0, spend_cap_usd=1e-3, concurrency=1,
+                      input_cost_per_token=IN_COST, output_cost_per_token=OUT_COST)
+    roles = build_roles(cfg, cache, completion=fake_reply(prompt, completion, cost))
+    roles.start_round(1)
+    first, second = roles.verifier.verify([VerifyRequest("It works.", "It works."), VerifyRequest("It holds.", "It holds.")])
+    [record] = cache.records
+    assert record.outcome == "malformed" and "usage not plausible" in (record.error or "")
+    assert record.completion_tokens == cfg.max_tokens and 0 < record.prompt_tokens < 1000
+    assert record.cost_usd == pytest.approx(record.prompt_tokens * IN_COST + cfg.max_tokens * OUT_COST)
+    usage = roles.usage()
+    assert usage.cost_usd == record.cost_usd and usage.spend_cap_reached, "the spend only grows, and the cap still fires"
+    assert first.outcome == "failed" and second.outcome == "capped"
+
+
+def test_negative_or_nan_usage_from_a_server_never_lowers_the_spend(llm_server: OpenAICompatibleServer) -> None:
+    llm_server.script.extend(["negative_usage", "nan_usage"])
+    cache = MemoryCallCache()
+    roles = build_roles(server_config(llm_server, max_retries=2), cache)
+    roles.start_round(1)
+    [verdict] = roles.verifier.verify([VerifyRequest("It works.", "It works. Really.")])
+    assert verdict.outcome == "ok"
+    negative, nan, ok = cache.records
+    assert negative.outcome == "malformed" and negative.cost_usd is not None and negative.cost_usd > 0
+    assert nan.outcome == "error" and nan.cost_usd is None  # litellm refuses the reply itself ("Invalid response object")
+    assert ok.outcome == "ok" and roles.usage().cost_usd == pytest.approx(negative.cost_usd + ok.cost_usd)
+
+
+def test_a_decomposer_reply_over_the_claims_cap_is_malformed_and_the_correction_turn_says_the_cap(
+        llm_server: OpenAICompatibleServer) -> None:
+    llm_server.script.append("many_claims")
+    cache = MemoryCallCache()
+    [dec] = build_roles(server_config(llm_server, max_claims_per_text=50), cache).decomposer.decompose(["The tagger is fast."])
+    assert dec.outcome == "ok" and dec.claims == ("The tagger is fast.",)
+    assert [r.outcome for r in cache.records] == ["malformed", "ok"]
+    assert f"{MANY_CLAIMS} claims, more than the 50 allowed" in llm_server.chat_requests()[1]["messages"][-1]["content"]
