@@ -26,6 +26,10 @@ class InputLimits(BaseModel):
     max_paragraphs: int = Field(
         50_000, gt=0, description="Most paragraphs in one document (all sections together, or the paragraphs of its text) "
         "(GRACE_MAX_PARAGRAPHS).")
+    max_json_values: int = Field(
+        200_000, gt=0, description="Most JSON values (strings, numbers, arrays, objects, …) in one batch line, counted on its bytes "
+        "before it is parsed, so that no field, known or not, costs more than ~30 MB of Python objects (the real QASPER and "
+        "QuALITY lines hold at most ~500) (GRACE_MAX_JSON_VALUES).")
     max_json_depth: int = Field(
         64, gt=0, le=500, description="Deepest nesting of JSON arrays and objects in a batch line or verdict line (GRACE_MAX_JSON_DEPTH).")
     max_verdict_bytes: int = Field(64 * MIB, gt=0, description="Largest verdict file, in bytes (GRACE_MAX_VERDICT_BYTES).")

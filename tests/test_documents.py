@@ -262,3 +262,53 @@ def test_limits_name_their_setting() -> None:
             parse_batch(jsonl({**doc, "questions": []}), "b.jsonl", limits=limits)
         assert str(err.value).startswith(start) and str(err.value).endswith(end), str(err.value)
     assert parse_batch(jsonl(doc), "b.jsonl", limits=InputLimits(max_paragraphs=5)).priors.height == 1
+
+
+def _n_values(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(map(_n_values, value.values()))
+    if isinstance(value, list):
+        return 1 + sum(map(_n_values, value))
+    return 1
+
+
+_JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.sampled_from(["", "a,b", 'q\\"[{', "\\\\", 'x\\\\"y,{', "é,ü", "]}"]))
+_JSON = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.sampled_from(["k", 'a"b', "[,", "z\\"]), inner, max_size=4), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=st.dictionaries(st.sampled_from(["f", "g,", "h[", 'i"']), _JSON, max_size=4), piece=st.sampled_from([1, 2, 3, 7, 64]),
+       ascii_only=st.booleans(), compact=st.booleans())
+def test_json_values_are_counted_on_the_bytes_exactly(fields: dict, piece: int, ascii_only: bool, compact: bool) -> None:
+    """The pre-parse count (strings with commas, brackets, escaped quotes and backslashes;
+    pieces as small as one byte, so every state crosses a piece boundary) agrees with the parsed
+    line, and names the top-level field in whose value the limit is passed."""
+    import grace_core.documents as documents
+
+    obj = {"id": "x", **fields}
+    raw = json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":") if compact else (", ", ": ")).encode()
+    total = _n_values(obj)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(documents, "_PIECE", piece)
+        assert documents._values_over(raw, total) == (False, None)
+        over, member = documents._values_over(raw, total - 1)
+    assert over
+    passed, crowded = 1, None
+    for key, value in obj.items():
+        passed += _n_values(value)
+        if passed > total - 1:
+            crowded = key
+            break
+    assert json.loads(documents._MEMBER_KEY.match(raw, member + 1).group(1)) == crowded
+
+
+def test_a_wide_unknown_field_is_refused_before_parsing_naming_it() -> None:
+    from grace_core.limits import InputLimits
+
+    data = b'{"id": "d", "title": "T", "text": "a, [b], {c}", "extra": {"deep": [' + b"{}," * 20 + b"[]]}}\n"
+    assert parse_batch(data, "b.jsonl", limits=InputLimits(max_json_values=30)).documents.height == 1
+    with pytest.raises(InvalidBatch) as err:
+        parse_batch(data, "b.jsonl", limits=InputLimits(max_json_values=20))
+    assert str(err.value) == ("b.jsonl: line 1: field 'extra': the line holds more than 20 JSON values, "
+                              "over the limit of 20 (GRACE_MAX_JSON_VALUES)")

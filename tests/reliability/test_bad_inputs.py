@@ -147,6 +147,10 @@ BATCH_PROBES = [
      {}, ["line 1", "GRACE_MAX_JSON_DEPTH"]),
     ("nesting-over-setting", line({**GOOD, "questions": [{"question": "q", "gold": [[[[["x"]]]]]}]}), {"GRACE_MAX_JSON_DEPTH": "5"},
      ["line 1", "field 'questions[0].gold", "GRACE_MAX_JSON_DEPTH"]),
+    ("wide-unknown-field", b'{"id": "w", "title": "T", "text": "x", "junk": [' + b"0," * 300_000 + b'0]}\n', {},
+     ["line 1", "field 'junk'", "more than 200,000 JSON values", "GRACE_MAX_JSON_VALUES"]),
+    ("wide-empty-objects", b'{"id": "w", "title": "T", "text": "x", "extra": {"a": [' + b"{}," * 50 + b'{}]}}\n',
+     {"GRACE_MAX_JSON_VALUES": "40"}, ["line 1", "field 'extra'", "more than 40 JSON values", "GRACE_MAX_JSON_VALUES"]),
     ("huge-integer", b'{"id": "h", "title": "T", "text": "x", "n": 1' + b"0" * 5000 + b"}\n", {}, ["line 1", "not valid JSON"]),
     ("line-over-limit", line({**GOOD, "text": "word " * 50_000}), {"GRACE_MAX_LINE_BYTES": "100000"},
      ["line 1", "over the limit of 100,000", "GRACE_MAX_LINE_BYTES"]),
@@ -205,6 +209,37 @@ def run_grace(args: list[str], env: dict[str, str], tmp_path: Path, timeout: flo
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=timeout)
     return proc, int(rss.read_text())
+
+
+WIDE = [("numbers", b"0,"), ("empty-objects", b"{},")]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("kind", "item"), WIDE, ids=[k for k, _ in WIDE])
+def test_a_60_mb_wide_array_in_an_unknown_field_is_refused_in_seconds_within_3x_its_size(
+        kind: str, item: bytes, lake: Path, tmp_path: Path) -> None:
+    """The attacker's line: 60 MB (under GRACE_MAX_LINE_BYTES) of ``[0,0,…]`` or ``[{},{},…]`` in a
+    field GRACE ignores was accepted after 42 s at 4.8 GB (107 s, 4.6 GB). Now its values are
+    counted on the bytes before parsing: refused, naming the field, the whole command in ~5 s
+    (2 s of it start-up), its peak memory within 3× the line above a one-document ingest
+    (measured: 398 MiB against 349 MiB, +49 MiB for the 63 MB line)."""
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(line(GOOD))
+    proc, base_kib = run_grace(["ingest", str(small), "--lake", str(lake)], {}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    wide = tmp_path / "wide.jsonl"
+    head = b'{"id": "wide", "title": "T", "text": "x", "junk": ['
+    wide.write_bytes(head + item * ((60 * MIB - len(head)) // len(item)) + b"0]}\n")
+    before = counts(lake)
+    started = time.monotonic()
+    proc, rss_kib = run_grace(["ingest", str(wide), "--lake", str(lake)], {}, tmp_path)
+    took = time.monotonic() - started
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"grace: error: wide.jsonl: line 1: field 'junk': the line holds more than 200,000 JSON values, "
+                           "over the limit of 200,000 (GRACE_MAX_JSON_VALUES)\n")
+    assert took < 30, took
+    assert (rss_kib - base_kib) * 1024 < 3 * wide.stat().st_size, (rss_kib, base_kib)
+    assert counts(lake) == before
 
 
 def stalled_writer(fifo: Path, stop: threading.Event) -> threading.Thread:
