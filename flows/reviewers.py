@@ -91,15 +91,20 @@ def _active_key(lake: Lake, name: str, what: str) -> dict:
     return current
 
 
-def prove(lake: Lake, name: str, key: str) -> str:
-    """The ``key_id`` of reviewer ``name``'s registered key when ``key`` is that key;
-    :class:`UnprovenReviewer` (never showing the key) when ``name`` is not registered, their key
-    was revoked or ``key`` is another."""
+def _proven_key(lake: Lake, name: str, key: str) -> dict:
+    """``name``'s registered key (a row of :func:`_keys`) when ``key`` is it; see :func:`prove`."""
     check_id(name, "reviewer")
     current = _active_key(lake, name, "key refused")
     if not key_matches(current["salt"], current["key_hash"], key.strip()):
         raise UnprovenReviewer(f"key refused: wrong key for reviewer {name!r}")
-    return current["key_id"]
+    return current
+
+
+def prove(lake: Lake, name: str, key: str) -> str:
+    """The ``key_id`` of reviewer ``name``'s registered key when ``key`` is that key;
+    :class:`UnprovenReviewer` (never showing the key) when ``name`` is not registered, their key
+    was revoked or ``key`` is another."""
+    return _proven_key(lake, name, key)["key_id"]
 
 
 def sign_verdict_file(lake: Lake, name: str, data: bytes, reviewer: str, key: str, limits: InputLimits = InputLimits()) -> tuple[bytes, int]:
@@ -108,15 +113,13 @@ def sign_verdict_file(lake: Lake, name: str, data: bytes, reviewer: str, key: st
     (:func:`grace_core.reviewer_keys.signed`; an earlier signature line is replaced).
     :class:`UnprovenReviewer` when the key does not prove ``reviewer`` or an answered row is
     another reviewer's (a file holds one reviewer's votes)."""
-    key_id = prove(lake, reviewer, key)
-    payload, _ = split_signed(name, data)
-    rows = parse_verdict_file(name, payload, limits).rows
+    current = _proven_key(lake, reviewer, key)
+    rows = parse_verdict_file(name, split_signed(name, data)[0], limits).rows
     stranger = next((r for r in rows if r.reviewer != reviewer), None)
     if stranger is not None:
         raise UnprovenReviewer(f"{name}: not signed: line {stranger.line} is a vote of {stranger.reviewer!r}, not of {reviewer!r} "
                                "(a file holds one reviewer's votes)")
-    current = _active_key(lake, reviewer, f"{name}: not signed")
-    return signed(name, data, reviewer, key_id, key_hash(current["salt"], key.strip())), len(rows)
+    return signed(name, data, reviewer, current["key_id"], key_hash(current["salt"], key.strip())), len(rows)
 
 
 def verify_verdict_file(lake: Lake, name: str, data: bytes) -> tuple[str, bytes]:

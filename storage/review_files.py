@@ -4,13 +4,16 @@
 - ``review/outbox/<reviewer>.csv`` and ``.jsonl``: the reviewer's packet, every claim still
   waiting for their verdict with its context and empty ``verdict, seconds_spent, note``
   columns; rewritten at each dispatch and by ``grace review export``.
-- ``review/inbox/``: verdict files returned by reviewers (``.csv``, ``.jsonl``); the nightly
-  round reads them (``grace review ingest FILE`` reads a file from anywhere).
+- ``review/inbox/``: verdict files returned by reviewers (``.csv``, ``.jsonl``), each signed
+  with its reviewer's key (:mod:`grace_core.reviewer_keys`); the nightly round reads them
+  (``grace review ingest FILE`` reads a file from anywhere).
 - ``review/processed/<stem>.<hash><suffix>``: inbox files once read (``<hash>``: the first 12
   hex digits of the content's SHA-256, so a later file of the same name never replaces one).
 - ``review/quarantine/<name>.<hash>.bad.jsonl``: the rows of a file that were not applied,
   one JSON object per row with ``file, line, reason, row``; and a whole inbox file that is not
-  a verdict file, moved there as ``<stem>.<hash><suffix>`` beside ``<that name>.error.txt``.
+  a verdict file or was refused whole (unsigned, forged, changed after signing, of a revoked
+  key, holding another reviewer's rows), moved there as ``<stem>.<hash><suffix>`` beside
+  ``<that name>.error.txt`` giving the reason.
 
 Every path is checked before it is written (defence in depth behind the id checks of
 :mod:`grace_core.identifiers`): a reviewer name must be a safe id, a file name one plain path
