@@ -41,8 +41,10 @@ each unusable line is left out and listed in :attr:`DocumentBatch.skipped`.
 Hostile input is refused the same way: document and question ids outside the safe set of
 :mod:`grace_core.identifiers` (no ``/``, ``..``, NUL, …), a lone surrogate (``"\\ud800"``)
 anywhere in a line, nesting deeper than ``max_json_depth``, and anything over the
-:class:`~grace_core.limits.InputLimits` (batch bytes, line bytes, field characters, paragraphs
-per document); a limit's message names the setting that raises it.
+:class:`~grace_core.limits.InputLimits` (batch bytes, line bytes, JSON values per line, field
+characters, paragraph and prior characters, paragraphs and questions per document), so that no
+document a round cannot process in reasonable time and memory gets into the lake; a limit's
+message names the setting that raises it.
 """
 
 from __future__ import annotations
@@ -413,6 +415,22 @@ def _too_many_paragraphs(field: str, n: int, line: _Line, limits: InputLimits) -
         raise line.fail(field, "the document has " + over_limit(n, "paragraphs", "max_paragraphs", limits.max_paragraphs))
 
 
+def _paragraphs_fit(text: str, field: str, line: _Line, limits: InputLimits) -> None:
+    """Refuse ``text`` when one of its paragraphs (blank-line separated) is longer than
+    ``max_paragraph_chars``: a round cuts each into sentences in time quadratic in its length."""
+    if len(text) <= limits.max_paragraph_chars:
+        return
+    longest = max(len(p.strip()) for p in _PARAGRAPH_BREAK.split(text))
+    if longest > limits.max_paragraph_chars:
+        raise line.fail(field, "a paragraph of " + over_limit(longest, "characters", "max_paragraph_chars", limits.max_paragraph_chars))
+
+
+def _prior_fits(text: str, field: str, line: _Line, limits: InputLimits) -> None:
+    """Refuse a prior (or passage) longer than ``max_prior_chars``: a round embeds it whole."""
+    if len(text) > limits.max_prior_chars:
+        raise line.fail(field, "a prior of " + over_limit(len(text), "characters", "max_prior_chars", limits.max_prior_chars))
+
+
 def _sections(obj: dict, line: _Line, limits: InputLimits) -> list[tuple[str, str]]:
     named: list[tuple[str, str]] = []
     n_paragraphs = 0
@@ -428,8 +446,10 @@ def _sections(obj: dict, line: _Line, limits: InputLimits) -> list[tuple[str, st
         for j, p in paragraphs:
             if not isinstance(p, str):
                 raise line.fail(f"{where}.paragraphs[{j}]", f"expected a string, got {type(p).__name__}")
+            _paragraphs_fit(p, f"{where}.paragraphs[{j}]", line, limits)
         body = "\n\n".join(p.strip() for _, p in paragraphs if p.strip())
         if body:
+            _prior_fits(body, where, line, limits)
             named.append((name, body))
     return named
 
@@ -444,13 +464,19 @@ def _priors(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> tu
     priors: list[tuple[str, str]] = []
     abstract = line.text(obj, "abstract", "abstract", required=False, allow_blank=True)
     if abstract and abstract.strip():
+        _paragraphs_fit(abstract, "abstract", line, limits)
+        _prior_fits(abstract.strip(), "abstract", line, limits)
         priors.append((ABSTRACT_SECTION, abstract.strip()))
     if text_key:
         body = line.text(obj, text_key, text_key)
         if text_key == "article":
             body = strip_html(body)
         _too_many_paragraphs(text_key, len(_PARAGRAPH_BREAK.findall(body)) + 1, line, limits)
-        priors += [(f"Chunk {k}", chunk) for k, chunk in enumerate(chunk_text(body, chunk_words), start=1)]
+        chunks = chunk_text(body, chunk_words)
+        for chunk in chunks:  # paragraphs of over chunk_words words are cut between words already
+            _paragraphs_fit(chunk, text_key, line, limits)
+            _prior_fits(chunk, text_key, line, limits)
+        priors += [(f"Chunk {k}", chunk) for k, chunk in enumerate(chunks, start=1)]
         shape = "quality" if text_key == "article" else "text"
     else:
         priors += _sections(obj, line, limits)
@@ -461,16 +487,24 @@ def _priors(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> tu
     return shape, priors
 
 
-def _questions(obj: dict, doc_id: str, line: _Line) -> list[dict[str, Any]]:
+def _too_many_questions(n: int, line: _Line, limits: InputLimits) -> None:
+    if n > limits.max_questions:
+        raise line.fail("questions", "the document has " + over_limit(n, "questions", "max_questions", limits.max_questions))
+
+
+def _questions(obj: dict, doc_id: str, line: _Line, limits: InputLimits) -> list[dict[str, Any]]:
     """The line's questions (``question_id, question, options, gold_json`` and ``field``, the
     question's place in the line for messages), in order."""
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for i, q in line.items(obj, "questions", "questions"):
+    items = line.items(obj, "questions", "questions")
+    _too_many_questions(len(items), line, limits)
+    for i, q in items:
         where = f"questions[{i}]"
         if not isinstance(q, dict):
             raise line.fail(where, f"expected an object with a question, got {type(q).__name__}")
         question = line.text(q, "question", f"{where}.question").strip()
+        _paragraphs_fit(question, f"{where}.question", line, limits)
         qid, id_key = line.optional_id(q, QUESTION_ID_KEYS, f"{where}.")
         qid = qid if qid is not None else QUESTION_PREFIX + content_id(doc_id, question)
         if qid in seen:
@@ -479,6 +513,8 @@ def _questions(obj: dict, doc_id: str, line: _Line) -> list[dict[str, Any]]:
         options = q.get("options")
         if options is not None and not (isinstance(options, list) and all(isinstance(o, str) for o in options)):
             raise line.fail(f"{where}.options", "expected a list of strings")
+        for k, option in enumerate(options or ()):
+            _paragraphs_fit(option, f"{where}.options[{k}]", line, limits)
         gold = {k: v for k, v in q.items() if k not in ("question", "options", *QUESTION_ID_KEYS)}
         rows.append({
             "question_id": qid, "question": question, "options": options,
@@ -500,9 +536,10 @@ class _Document:
     questions: dict[str, dict[str, Any]] = field(default_factory=dict)
     question_lines: dict[str, int] = field(default_factory=dict)
 
-    def merge(self, other: _Document, line: _Line) -> None:
+    def merge(self, other: _Document, line: _Line, limits: InputLimits) -> None:
         """Add ``other``'s questions (the same document on a later line); :class:`InvalidLine`
-        when its title or priors differ, or one of its question ids names another question."""
+        when its title or priors differ, one of its question ids names another question, or
+        the document then has more than ``max_questions``."""
         if (other.title, other.priors) != (self.title, self.priors):
             raise line.fail(other.id_field, f"document {self.doc_id!r} already appears on line {self.line} with different content")
         for qid, q in other.questions.items():
@@ -510,6 +547,7 @@ class _Document:
             if known is not None and _stored(known) != _stored(q):
                 raise line.fail(q["field"], f"question id {qid!r} already appears on line {self.question_lines[qid]} "
                                             "with a different question")
+        _too_many_questions(len(self.questions.keys() | other.questions.keys()), line, limits)
         for qid, q in other.questions.items():
             if qid not in self.questions:
                 self.questions[qid] = q
@@ -523,6 +561,7 @@ def _stored(question: dict[str, Any]) -> dict[str, Any]:
 def _document(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> _Document:
     given_id, id_key = line.optional_id(obj, ID_KEYS)
     title = line.text(obj, "title", "title").strip()
+    _paragraphs_fit(title, "title", line, limits)
     shape, named = _priors(obj, line, chunk_words, limits)
     doc_id = given_id
     if doc_id is None:
@@ -532,7 +571,7 @@ def _document(obj: dict, line: _Line, chunk_words: int, limits: InputLimits) -> 
             raise line.fail(id_key, f"derived id {problem}")
     if id_key == "id" and "id" not in obj and "article_id" in obj:
         id_key = "article_id"
-    questions = _questions(obj, doc_id, line)
+    questions = _questions(obj, doc_id, line, limits)
     return _Document(doc_id, id_key, title, shape, named, line.number,
                      {q["question_id"]: q for q in questions}, {q["question_id"]: line.number for q in questions})
 
@@ -599,7 +638,7 @@ def parse_batch(data: bytes, name: str, *, chunk_words: int = CHUNK_WORDS, limit
                 continue
             doc = _document(obj, line, chunk_words, limits)
             if doc.doc_id in documents:
-                documents[doc.doc_id].merge(doc, line)
+                documents[doc.doc_id].merge(doc, line, limits)
             else:
                 documents[doc.doc_id] = doc
         except InvalidLine as exc:

@@ -26,6 +26,19 @@ class InputLimits(BaseModel):
     max_paragraphs: int = Field(
         50_000, gt=0, description="Most paragraphs in one document (all sections together, or the paragraphs of its text) "
         "(GRACE_MAX_PARAGRAPHS).")
+    max_paragraph_chars: int = Field(
+        20_000, gt=0, description="Longest paragraph of a document, and longest title, question or option, in characters: a "
+        "round cuts each paragraph into sentences with pysbd, whose time grows with the square of the length (measured: 10,000 "
+        "characters 0.14 s, 20,000 0.44 s, 100,000 12 s, 300,000 101 s); real QASPER and QuALITY paragraphs hold at most ~3,100 "
+        "(GRACE_MAX_PARAGRAPH_CHARS).")
+    max_prior_chars: int = Field(
+        1_000_000, gt=0, description="Longest prior or passage (a section, the abstract or a chunk of a text), in characters: a "
+        "round embeds each one whole, and tokenizing 1,000,000 characters takes 1.2 s and 180 MB, 4,000,000 7.4 s and 620 MB, "
+        "60 MB aborted the round; real QASPER sections hold at most ~38,000 (GRACE_MAX_PRIOR_CHARS).")
+    max_questions: int = Field(
+        1_000, gt=0, description="Most questions of one document (over all its lines): a round answers each one "
+        "(n_samples responses, each decomposed, judged and scored); QuALITY articles have ~20, QASPER papers ~5 "
+        "(GRACE_MAX_QUESTIONS).")
     max_json_values: int = Field(
         200_000, gt=0, description="Most JSON values (strings, numbers, arrays, objects, …) in one batch line, counted on its bytes "
         "before it is parsed, so that no field, known or not, costs more than ~30 MB of Python objects (the real QASPER and "
