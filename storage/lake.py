@@ -31,7 +31,7 @@ from storage.config import LakeConfig
 from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
 from storage.migrate import refuse_unmigrated
-from storage.readonly_sql import run_readonly
+from storage.readonly_sql import run_isolated, run_readonly
 from storage.schemas import ROUND, table_spec
 
 
@@ -188,17 +188,16 @@ class Lake:
         """Path of the DuckDB catalog file, rebuilt first if it is behind the lake."""
         return ensure_catalog(self.store, self.state())
 
-    def query_arrow(self, sql: str, *, as_of_round: int | None = None) -> pa.Table:
+    def query_arrow(self, sql: str, *, as_of_round: int | None = None, isolated: bool = False) -> pa.Table:
         """Run one read-only ``SELECT`` over the catalog's views; the result as Arrow. The statement
         sees only the lake's tables and views, within the ``sql_*`` limits (:mod:`storage.readonly_sql`).
-        With ``as_of_round``, over the lake as it was when that round's last commit landed."""
+        With ``as_of_round``, over the lake as it was when that round's last commit landed. A query a
+        person typed runs ``isolated``: in a child process the OS bounds (:func:`~storage.readonly_sql.run_isolated`)."""
         state = self.state() if as_of_round is None else self.state_as_of_round(as_of_round)
         catalog = ensure_catalog(self.store, state)
-        return run_readonly(
-            catalog, sql, readable=[self.store.file_uri("tables") + "/"],
-            filesystem=self.store.duckdb_filesystem(), config=self.config,
-        )
+        run = run_isolated if isolated else run_readonly
+        return run(catalog, sql, readable=[self.store.file_uri("tables") + "/"], filesystem=self.store.duckdb_filesystem(), config=self.config)
 
-    def query(self, sql: str, *, as_of_round: int | None = None) -> pl.DataFrame:
-        """Run one read-only ``SELECT`` over the catalog's views; the result as polars."""
-        return pl.from_arrow(self.query_arrow(sql, as_of_round=as_of_round))
+    def query(self, sql: str, *, as_of_round: int | None = None, isolated: bool = False) -> pl.DataFrame:
+        """Run one read-only ``SELECT`` over the catalog's views; the result as polars (see :meth:`query_arrow`)."""
+        return pl.from_arrow(self.query_arrow(sql, as_of_round=as_of_round, isolated=isolated))

@@ -30,13 +30,27 @@ alike); the first stops every write:
 A timer interrupts a statement that runs longer than the timeout; a result larger than the
 memory limit is refused instead of being gathered. Every refusal or failure is one line
 (:class:`ReadOnlyQuery`, :class:`QueryFailed`).
+
+A query a person typed (``grace sql``) runs in a child process of its own
+(:func:`run_isolated`), because DuckDB checks its interrupt and memory limit only between
+vectors: a scalar function (``repeat('x', 3000000000)``, ``lpad``, ``list_sort(range(1e8))``,
+``damerau_levenshtein`` of long strings) ran for minutes and took gigabytes past both. The
+child has an OS limit on its memory (``RLIMIT_DATA``: the statement's memory limit plus
+:data:`CHILD_HEADROOM_BYTES`) and on its CPU time; the parent kills it at the timeout whatever
+it is doing, and reads at most :data:`RESULT_CAP_BYTES` of result, so none of these can hang
+or take down the machine or the command.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import resource
+import select
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -60,6 +74,14 @@ statements (the query for the pivot's columns, ``WITH`` clause included) before 
 rest, so one holding any of these keywords is refused outright."""
 
 CATALOG_ALIAS = "catalog"
+RESULT_CAP_BYTES = 256 * 2**20
+"""Largest result (Arrow IPC bytes) a typed query returns: enough for any table a person reads
+or a file they write; a larger one is refused with a line asking for a LIMIT or an aggregate."""
+CHILD_HEADROOM_BYTES = 1536 * 2**20
+"""What the query's child process may use beyond the statement's memory limit: the Python
+interpreter and libraries it inherits, DuckDB's own structures and the result being written."""
+KILL_GRACE_S = 2.0
+"""Seconds past the timeout before the child is killed (DuckDB's own interrupt comes first)."""
 BATCH_ROWS = 65_536
 _SIZE = re.compile(SIZE_PATTERN)
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -258,11 +280,12 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
 
 
 def run_readonly(
-    catalog: Path, sql: str, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig,
+    catalog: Path, sql: str, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig, checked: bool = False,
 ) -> pa.Table:
-    """Run ``sql`` (see :func:`readonly_statement`) in a :func:`sandbox` on ``catalog``, stopped
-    after ``config.sql_timeout_s``; the result as Arrow, refused when larger than the memory limit."""
-    statement = readonly_statement(sql)
+    """Run ``sql`` (see :func:`readonly_statement`; ``checked``: it is that statement already)
+    in a :func:`sandbox` on ``catalog``, stopped after ``config.sql_timeout_s``; the result as
+    Arrow, refused when larger than the memory limit."""
+    statement = sql if checked else readonly_statement(sql)
     limit = size_bytes(config.sql_memory_limit)
     con = sandbox(catalog, readable=readable, filesystem=filesystem, config=config)
     stopped = threading.Event()
@@ -291,7 +314,7 @@ def run_readonly(
             raise QueryFailed(
                 f"the query ran longer than {config.sql_timeout_s:g} s and was stopped (GRACE_SQL_TIMEOUT_S)"
             ) from None
-        if isinstance(exc, duckdb.OutOfMemoryException):
+        if isinstance(exc, duckdb.OutOfMemoryException) or "Out of Memory" in str(exc):  # also Arrow's buffers
             raise QueryFailed(
                 f"the query needs more memory than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): {_first_line(exc)}"
             ) from None
@@ -301,3 +324,96 @@ def run_readonly(
     finally:
         timer.cancel()
         con.close()
+
+
+def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: Any | None, config: LakeConfig, out: int) -> None:
+    """In the forked child of :func:`run_isolated`: limit memory and CPU, run ``statement``
+    through :func:`run_readonly`'s sandbox and write ``b"A"`` + the result as an Arrow IPC
+    stream, or ``b"E"`` + a JSON error, to the pipe ``out``; never returns."""
+    code = 0
+    try:
+        cap = size_bytes(config.sql_memory_limit) + CHILD_HEADROOM_BYTES
+        used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # what the fork already holds
+        resource.setrlimit(resource.RLIMIT_DATA, (cap + used, cap + used))
+        cpu = int(config.sql_timeout_s * max(1, config.sql_threads)) + 5
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        table = _run(catalog, statement, readable, filesystem, config)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        payload = b"A" + sink.getvalue().to_pybytes()
+        if len(payload) > RESULT_CAP_BYTES:
+            raise QueryFailed(f"the result is larger than {RESULT_CAP_BYTES // 2**20} MiB: add a LIMIT or aggregate")
+    except (QueryFailed, ReadOnlyQuery, LakeError) as exc:
+        payload = b"E" + json.dumps({"kind": type(exc).__name__, "message": str(exc)}).encode()
+    except MemoryError:
+        payload = b"E" + json.dumps({"kind": "memory", "message": ""}).encode()
+    except BaseException as exc:  # noqa: BLE001 - the child reports every failure as a line, then exits
+        payload = b"E" + json.dumps({"kind": "QueryFailed", "message": _first_line(exc) or type(exc).__name__}).encode()
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(out, view):]
+    except OSError:
+        code = 1
+    os._exit(code)
+
+
+def _run(catalog: Path, statement: str, readable: Sequence[str], filesystem: Any | None, config: LakeConfig) -> pa.Table:
+    """``statement`` (checked already) in a :func:`sandbox`, as :func:`run_readonly` runs it."""
+    return run_readonly(catalog, statement, readable=readable, filesystem=filesystem, config=config, checked=True)
+
+
+def run_isolated(
+    catalog: Path, sql: str, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig,
+) -> pa.Table:
+    """:func:`run_readonly` for a query a person typed, in a forked child bounded by the OS
+    (see the module docstring): killed at ``config.sql_timeout_s`` (+ :data:`KILL_GRACE_S`),
+    out of memory past the statement's memory limit, its result refused past
+    :data:`RESULT_CAP_BYTES`. Every outcome is the result or one :class:`QueryFailed` /
+    :class:`ReadOnlyQuery` line."""
+    statement = readonly_statement(sql)
+    memory = f"the query needs more memory than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): add a LIMIT or aggregate"
+    late = f"the query ran longer than {config.sql_timeout_s:g} s and was stopped (GRACE_SQL_TIMEOUT_S)"
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (its outcome is what the parent reports)
+        os.close(read_end)
+        _child(catalog, statement, readable, filesystem, config, write_end)
+    os.close(write_end)
+    chunks, size, killed = [], 0, None
+    deadline = time.monotonic() + config.sql_timeout_s + KILL_GRACE_S
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                killed = late
+                break
+            ready, _, _ = select.select([read_end], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > RESULT_CAP_BYTES + 1:
+                killed = f"the result is larger than {RESULT_CAP_BYTES // 2**20} MiB: add a LIMIT or aggregate"
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        if killed is not None:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if killed is not None:
+        raise QueryFailed(killed)
+    data = b"".join(chunks)
+    if os.WIFSIGNALED(status) or not data:
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        raise QueryFailed(late if sig == signal.SIGXCPU else memory)
+    if data[:1] == b"E":
+        error = json.loads(data[1:])
+        if error["kind"] == "memory":
+            raise QueryFailed(memory)
+        raise (ReadOnlyQuery if error["kind"] == "ReadOnlyQuery" else QueryFailed)(error["message"])
+    return pa.ipc.open_stream(pa.py_buffer(data[1:])).read_all()

@@ -42,19 +42,25 @@ def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+TABLE_ROWS = 1000
+"""Rows the table format shows; the rest are counted (``--format csv|json --output FILE`` writes all)."""
+
+
 def render(df: pl.DataFrame, fmt: OutputFormat) -> str:
-    """The query result as text in ``fmt``: an aligned table with a row count, CSV with a
-    header, or a JSON array of row objects."""
+    """The query result as text in ``fmt``: an aligned table with a row count (its first
+    :data:`TABLE_ROWS` rows), CSV with a header, or a JSON array of row objects."""
     if fmt is OutputFormat.json:
         return df.write_json() + "\n"
     if fmt is OutputFormat.csv:
         return _flatten_nested(df).write_csv()
+    shown, rows = df.head(TABLE_ROWS), df.height
+    more = f"; the first {TABLE_ROWS} shown: --format csv or json with --output FILE writes them all" if rows > TABLE_ROWS else ""
     with pl.Config(
         tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, fmt_str_lengths=80, tbl_width_chars=10_000,
         tbl_hide_column_data_types=True,
     ):
-        text = str(df)
-    return f"{text}\n({df.height} row{'s' if df.height != 1 else ''})\n"
+        text = str(shown)
+    return f"{text}\n({rows} row{'s' if rows != 1 else ''}{more})\n"
 
 
 @app.command("sql")
@@ -70,7 +76,7 @@ def sql(
     """Run a read-only SQL query over the lake (tables, claim_status, round_metrics,
     review_queue, reviewer_stats, …). Statements that write, attach or change settings are refused."""
     settings = build_settings(lake=lake)
-    result = Lake.open(settings, must_exist=True).query(query, as_of_round=as_of_round)
+    result = Lake.open(settings, must_exist=True).query(query, as_of_round=as_of_round, isolated=True)
     text = render(result, fmt)
     if output is None:
         sys.stdout.write(text)

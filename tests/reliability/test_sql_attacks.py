@@ -118,7 +118,15 @@ ATTACKS: list[tuple[str, str]] = [
     ("cross-join", "SELECT count(*) FROM sources a, sources b, sources c, sources d, sources e, sources f, sources g"),
     ("huge-result", "SELECT * FROM range(200000000)"),
     ("huge-list", "SELECT list(range) FROM range(300000000)"),
+    # scalar functions, which DuckDB's interrupt and memory limit do not stop (the query's child process is bounded by the OS)
+    ("repeat-3g", "SELECT length(repeat('x', 3000000000))"),
+    ("repeat-1-5g", "SELECT repeat('x', 1500000000)"),
+    ("lpad-2g", "SELECT lpad('x', 2000000000, 'y')"),
+    ("damerau-30k", "SELECT damerau_levenshtein(repeat('a', 30000), repeat('b', 30000))"),
+    ("list-sort-1e8", "SELECT list_sort(range(100000000))"),
+    ("wide-result", "SELECT repeat('x', 2000) AS s FROM range(200000)"),
 ]
+SCALAR_BOMBS = ("repeat-3g", "repeat-1-5g", "lpad-2g", "damerau-30k", "list-sort-1e8", "wide-result")
 
 # (id, statement, text the output must hold) — read-only queries that must keep working.
 READS: list[tuple[str, str, str]] = [
@@ -193,8 +201,11 @@ def drive(spec_file: str) -> None:
     results["warm-up"] = _grace("sql", "SELECT 1", "--lake", root)
     results["environ-has-markers"] = all(v.encode() in Path("/proc/self/environ").read_bytes() for v in MARKERS.values())
     results["before"] = state()
+    import resource
+
     for name, template in ATTACKS:
         results[name] = _grace("sql", template.format(**places), "--lake", root) | {"after": state()}
+        results[name]["children_peak_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     for name, sql, _ in READS:
         results[name] = _grace("sql", sql, "--lake", root)
     Path(spec_file).with_suffix(".out.json").write_text(json.dumps(results))
@@ -277,6 +288,16 @@ def test_the_cross_join_is_stopped_by_the_timeout(run: dict[str, Any]) -> None:
     res = run["cross-join"]
     assert f"ran longer than {TIMEOUT_S} s" in res["err"] and "GRACE_SQL_TIMEOUT_S" in res["err"]
     assert res["seconds"] < TIMEOUT_S + 15
+
+
+@pytest.mark.parametrize("name", SCALAR_BOMBS)
+def test_scalar_functions_are_bounded_in_time_and_memory(run: dict[str, Any], name: str) -> None:
+    """Before, these ran for minutes (lpad: still running at 175 s) or took 3.2–5 GB whatever
+    GRACE_SQL_TIMEOUT_S and GRACE_SQL_MEMORY_LIMIT said."""
+    res = run[name]
+    assert res["code"] == 2 and ("GRACE_SQL" in res["err"] or "add a LIMIT" in res["err"]), res
+    assert res["seconds"] < TIMEOUT_S + 15, res["seconds"]
+    assert res["children_peak_kb"] < 3 * 2**20, res["children_peak_kb"]  # every query's child stayed under 3 GB
 
 
 def test_memory_limits_hold(run: dict[str, Any]) -> None:
