@@ -24,8 +24,12 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -368,3 +372,111 @@ def test_eval_expansion_uses_and_fills_the_call_cache_and_stores_no_figures_of_a
     assert len(llm.requests) < made
     assert lake_of(faulty).read("evaluations").height > 0, "the clean rerun stores its figures"
     assert (tmp_path / "out4" / "metrics.json").read_text() == (tmp_path / "out1" / "metrics.json").read_text()
+
+
+def bounded(seconds: float, fn: Callable[[], Any]) -> Any:
+    """``fn()``, failing the test if it has not returned within ``seconds`` (on a daemon thread,
+    so that a regression to an unbounded reply fails the test instead of hanging it)."""
+    done: Future = Future()
+    threading.Thread(target=lambda: done.set_result(fn()), daemon=True).start()
+    try:
+        return done.result(timeout=seconds)
+    except TimeoutError:
+        pytest.fail(f"still running after {seconds} s: a reply is not bounded")
+
+
+# (server mode, settings, the outcome recorded, words of the first error)
+BOUNDED = {
+    "slow drip": ("drip", {"GRACE_REQUEST_TIMEOUT_S": "1"}, "timeout", "1 s deadline"),
+    "50 MB reply": ("huge", {}, "malformed", "larger than 8388608 bytes"),
+    "negative usage": ("negative_usage", {}, "malformed", "usage not plausible"),
+    "20,000 claims": ("many_claims", {}, "malformed", "20000 claims, more than the 200 allowed"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", list(BOUNDED))
+def test_a_reply_past_a_bound_fails_its_items_in_bounded_time_and_the_round_with_one_line(
+    fault: str, llm: OpenAICompatibleServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture, tally: Callable[[str], Tally],
+) -> None:
+    mode, settings, outcome, words = BOUNDED[fault]
+    for k, v in litellm_env(llm, GRACE_MAX_RETRIES="1", **settings).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(llm, "drip_s", 0.2)  # well inside litellm's 1 s per-read timeout: only the deadline ends it
+    root = ingested(tmp_path, 1)
+    llm.fallback = mode
+    started = time.monotonic()
+    result, error = bounded(300, lambda: run_build(root, 1))
+    took = time.monotonic() - started
+    out, err = capfd.readouterr()
+    leaked = leaks(root, out, err, error)
+    partial = not unbuilt_docs_have_no_rows(root)
+    clear = error.startswith("round 1: build: ") and "model item" in error and words in error and "\n" not in error
+    tally(GROUP).record(clear_error=clear, traceback="Traceback" in out + err + error, got_through=bool(leaked) or partial)
+    assert result is None and clear, error
+    assert took < 120, f"{took:.0f} s"
+    calls = lake_of(root).read("llm_calls")
+    assert outcome in calls["outcome"].to_list()
+    assert (calls["cost_usd"].drop_nulls() >= 0).all(), "no call lowers the spend"
+    assert graph_rows(root)["claims"] == 0 and not leaked and not partial, leaked
+
+
+def grace_round(root: str, env: dict[str, str], rss_file: Path) -> subprocess.CompletedProcess:
+    """``grace round --lake ROOT`` in a child process on this module's Prefect server, bounded in
+    time; the child writes its peak RSS (KiB) to ``rss_file`` as it exits."""
+    from prefect.settings import PREFECT_API_URL
+
+    code = (f"import atexit, resource; atexit.register(lambda: open({str(rss_file)!r}, 'w').write("
+            "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); from flows.cli import main; main()")
+    return subprocess.run([sys.executable, "-c", code, "round", "--lake", root], capture_output=True, text=True,
+                          env=env | {"PREFECT_API_URL": str(PREFECT_API_URL.value())}, cwd=REPO, timeout=600)
+
+
+def cli_env(llm: OpenAICompatibleServer, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_API_URL"))}
+    return env | litellm_env(llm, **overrides) | {"OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_grace_round_on_a_50_mb_reply_exits_2_with_one_line_and_stays_small(
+    llm: OpenAICompatibleServer, tmp_path: Path, tally: Callable[[str], Tally],
+) -> None:
+    env = cli_env(llm, GRACE_MAX_RETRIES="1", GRACE_REQUEST_TIMEOUT_S="5")
+    (tmp_path / "clean").mkdir()
+    clean = grace_round(ingested(tmp_path / "clean", 1), env, tmp_path / "clean-rss")
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    clean_mb = int((tmp_path / "clean-rss").read_text()) / 1024
+    root = ingested(tmp_path, 1)
+    llm.fallback = "huge"
+    proc = grace_round(root, env, tmp_path / "rss")
+    last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    clear = proc.returncode == 2 and last.startswith("grace: error: round 1: build: ") and "larger than 8388608 bytes" in last
+    peak_mb = int((tmp_path / "rss").read_text()) / 1024
+    leaked = [w for w, t in (("stdout", proc.stdout), ("stderr", proc.stderr)) if KEY in t] + leaks_in_lake_only(root)
+    tally(GROUP).record(clear_error=clear, traceback="Traceback" in proc.stdout + proc.stderr, got_through=bool(leaked))
+    assert clear, proc.stderr[-2000:]
+    # was a SIGABRT at 4.2 GB; one 50 MB reply held whole (bytes, text, JSON) is ≥ 100 MB more than a clean round
+    assert peak_mb < clean_mb + 100 and peak_mb < 2048, f"peak RSS {peak_mb:.0f} MB, a clean round {clean_mb:.0f} MB"
+    assert not leaked, leaked  # (Prefect logs the failed flow run's traceback above the line: grace round does not hide it)
+    print(f"grace round on 50 MB replies: exit {proc.returncode}, peak RSS {peak_mb:.0f} MB (a clean round: {clean_mb:.0f} MB)")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_grace_round_when_the_spend_cap_leaves_every_document_unbuilt_exits_2_naming_the_cap(
+    llm: OpenAICompatibleServer, tmp_path: Path, tally: Callable[[str], Tally],
+) -> None:
+    root = ingested(tmp_path, 1)
+    llm.fallback = "negative_usage"  # each reply claims -1,000,000 tokens: refused, charged the most it could cost
+    proc = grace_round(root, cli_env(llm, GRACE_SPEND_CAP_USD="0.001"), tmp_path / "rss")
+    lines = proc.stderr.strip().splitlines()
+    clear = (proc.returncode == 2 and bool(lines) and lines[-1].startswith("grace: error: round 1: spend cap $0.0010 reached")
+             and "before any document was built" in lines[-1])
+    tally(GROUP).record(clear_error=clear, traceback="Traceback" in proc.stdout + proc.stderr, got_through=proc.returncode == 0)
+    assert clear, proc.stderr[-2000:]
+    assert KEY not in proc.stdout + proc.stderr
+    calls = lake_of(root).read("llm_calls")
+    assert calls.height and (calls["cost_usd"] > 0).all() and calls["cost_usd"].sum() >= 0.001, "negative usage never lowered the spend"
+    assert set(calls["outcome"].to_list()) == {"malformed"}
