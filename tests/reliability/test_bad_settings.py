@@ -278,3 +278,43 @@ def test_careless_score_is_one_line_and_leaves_nothing(name: str, make, words: t
                                  got_through=code == 0)
     refused(code, out, err, *words)
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # no output, no temporary file
+
+
+MODEL_BOUND_PROBES = [
+    ("GRACE_TORCH_THREADS", "100000", "less than or equal to 256"),
+    ("GRACE_EMBED_WORKERS", "100000", "less than or equal to 256"),
+    ("GRACE_CONCURRENCY", "100000", "less than or equal to 256"),
+    ("GRACE_REQUEST_TIMEOUT_S", "1e9", "less than or equal to 3600"),
+    ("GRACE_RETRY_BACKOFF_S", "1e9", "less than or equal to 3600"),
+    ("GRACE_RETRY_BACKOFF_MAX_S", "1e9", "less than or equal to 3600"),
+    ("GRACE_MAX_RETRIES", "1000000", "less than or equal to 100"),
+    ("GRACE_MAX_TOKENS", "1000000000", "less than or equal to 1000000"),
+    ("GRACE_N_SAMPLES", "1000000", "less than or equal to 100"),
+    ("GRACE_JUDGE_BATCH_SIZE", "1000000", "less than or equal to 1000"),
+    ("GRACE_EMBED_BATCH_SIZE", "1000000", "less than or equal to 4096"),
+    ("GRACE_EMBED_BATCH_TOKENS", "1000000000", "less than or equal to 65536"),
+    ("GRACE_EMBED_CACHE_SIZE", "1000000000000", "less than or equal to 10000000"),
+    ("GRACE_MAX_REPLY_BYTES", "1000000000000", "less than or equal to 268435456"),
+    ("GRACE_MAX_REPLY_BYTES", "10", "greater than or equal to 1024"),
+    ("GRACE_MAX_CLAIMS_PER_TEXT", "0", "greater than or equal to 1"),
+    ("GRACE_MAX_CLAIMS_PER_TEXT", "1000000", "less than or equal to 10000"),
+    ("GRACE_TEMPERATURE", "100", "less than or equal to 2"),
+    ("GRACE_INPUT_COST_PER_TOKEN", "5", "less than or equal to 1"),
+]
+
+
+def test_model_settings_are_bounded_so_a_huge_value_is_one_line_not_a_traceback_or_100000_threads(
+        tmp_path: Path, monkeypatch, capsys, tally) -> None:
+    for var, value, words in MODEL_BOUND_PROBES:
+        monkeypatch.setenv(var, value)
+        code, out, err = grace(monkeypatch, capsys, "score", str(EDGES), str(tmp_path / "scores.parquet"))
+        tally("bad settings").record(clear_error=code == 2 and err.count("\n") == 1 and var in err,
+                                     traceback="Traceback" in out + err, got_through=code == 0)
+        refused(code, out, err, var, words)
+        monkeypatch.delenv(var)
+    for var in ("GRACE_TORCH_THREADS", "GRACE_EMBED_WORKERS"):  # the reported case: before any thread, server or lake
+        monkeypatch.setenv(var, "100000")
+        code, out, err = grace(monkeypatch, capsys, "demo", "--lake", str(tmp_path / "demo-lake"))
+        refused(code, out, err, var, "less than or equal to 256")
+        monkeypatch.delenv(var)
+    assert list(tmp_path.iterdir()) == []
