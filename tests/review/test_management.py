@@ -53,15 +53,16 @@ def test_quorum_and_majority_over_votes_from_several_channels(tmp_path: Path, re
     assert "carol: 1 recorded" in carol.stdout
     score_round(stage(lake, 2, now=T0 + timedelta(hours=1)))  # round 2's settle step decides the votes
     decisions = {r["claim_id"]: (r["n_votes"], r["decision"]) for r in lake.read("decisions", rounds=[2]).to_dicts()}
-    # c:1 2 confirm vs 1 reject; c:2 2 rejects; c:3 one vote is below quorum; c:4 only abstentions
-    assert decisions == {"c:1": (3, "confirm"), "c:2": (2, "reject"), "c:3": (1, "pending"), "c:4": (2, "abstain")}
+    # c:1 2 confirm vs 1 reject; c:2 2 rejects; c:3 one decisive vote is below quorum; c:4 two abstentions make no
+    # quorum (DESIGN §5: only decisive votes count) and carol has not answered it: pending too
+    assert decisions == {"c:1": (3, "confirm"), "c:2": (2, "reject"), "c:3": (1, "pending"), "c:4": (2, "pending")}
     assert lake.read("sources", rounds=[2])["claim_id"].to_list() == ["c:1"]  # promoted
     status = dict(lake.query("SELECT claim_id, status FROM claim_status WHERE claim_id LIKE 'c:%'").rows())
     assert (status["c:1"], status["c:2"]) == ("grounded", "refuted")
     channels = lake.read("verdicts").group_by("channel").len().sort("channel").rows()
     assert channels == [("file", 7), ("terminal", 1)]  # every raw vote kept, with its channel
     outcomes = lake.query("SELECT claim_id, n_confirm, n_reject, n_abstain, outcome FROM verdict_outcomes ORDER BY claim_id").rows()
-    assert outcomes == [("c:1", 2, 1, 0, "confirm"), ("c:2", 0, 2, 0, "reject"), ("c:3", 1, 0, 0, "pending"), ("c:4", 0, 0, 2, "abstain")]
+    assert outcomes == [("c:1", 2, 1, 0, "confirm"), ("c:2", 0, 2, 0, "reject"), ("c:3", 1, 0, 0, "pending"), ("c:4", 0, 0, 2, "pending")]
     # round 2: decided claims stay out, and so do claims still waiting for a reviewer before the deadline
     dispatch_reviews(stage(lake, 2, now=T0 + timedelta(hours=1)))
     assert deferred(lake, 2) == []
@@ -167,7 +168,15 @@ def test_reviewer_stats_counts_seconds_agreement_and_fleiss_kappa(tmp_path: Path
         vote("c5", "a", "confirm", 40),  # a single vote: outside agreement and kappa
         vote("c1", "a", "confirm", 5, rnd=2), vote("c1", "b", "confirm", 5, rnd=2),
     ])})
-    lake.commit("stats/settle", {"decisions": decide(lake.read("verdicts"), 1).with_columns(round=pl.lit(3, pl.Int32))})
+    # the deferrals the votes answer, and each round's settle step (agreement compares a vote with its deferral's outcome)
+    lake.commit("stats/deferrals", {"deferrals": pl.DataFrame([
+        {"doc_id": "d", "claim_id": c, "round": rnd, "reviewer": r, "priority": 1.0, "confidence": 0.0, "cost": 0.1, "gain": 1.0,
+         "created_at": T0} for rnd, claims in ((1, ("c1", "c2", "c3", "c4", "c5")), (2, ("c1",))) for c in claims
+        for r in (("a", "b", "c") if rnd == 1 else ("a", "b"))
+    ]).with_columns(pl.col("round").cast(pl.Int32))})
+    votes = lake.read("verdicts")
+    lake.commit("stats/settle2", {"decisions": decide(votes.filter(pl.col("round") == 1), 1).with_columns(round=pl.lit(2, pl.Int32))})
+    lake.commit("stats/settle3", {"decisions": decide(votes, 1).with_columns(round=pl.lit(3, pl.Int32))})
     stats = {(r["round"], r["reviewer"]): r for r in lake.query("SELECT * FROM reviewer_stats").to_dicts()}
     a, b, c = stats[(1, "a")], stats[(1, "b")], stats[(1, "c")]
     assert (a["n_verdicts"], a["n_confirm"], a["n_reject"], a["n_abstain"]) == (5, 4, 1, 0)
