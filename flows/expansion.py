@@ -87,8 +87,9 @@ def packets_markdown(settings: GraceSettings, round_id: int, packets: dict[str, 
     outbox = f"{settings.lake.rstrip('/')}/{OUTBOX}"
     rows = "\n".join(f"| {name} | {n} | `{outbox}/{name}.csv`, `.jsonl` |" for name, n in sorted(packets.items()))
     return (f"## Round {round_id}: review packets\n"
-            "Answer in the file and drop it in the lake's `review/inbox/`, run `grace review --reviewer NAME` in a terminal, "
-            "or run the `review-packet` deployment with the reviewer's name and answer its form.\n\n"
+            "Answer in the file, sign it with your reviewer key (`grace review sign FILE --reviewer NAME`) and drop it in the "
+            "lake's `review/inbox/`, run `grace review --reviewer NAME` in a terminal, or run the `review-packet` deployment "
+            "with the reviewer's name and answer its form with your key.\n\n"
             f"| reviewer | claims waiting | packet |\n|---|---|---|\n{rows}\n")
 
 
