@@ -33,7 +33,8 @@ def round_(
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry heartbeat from a temporary server
     from flows.expansion import expansion_round, next_round
     from flows.params import RoundParams
-    from flows.prefect_server import prefect_api
+    from flows.prefect_server import console_without_tracebacks, prefect_api
+    from grace_core.round import round_to_run
     from storage.lake import Lake
 
     settings = build_settings(lake=lake, budget=budget)
@@ -42,7 +43,8 @@ def round_(
     if target.read("documents", columns=["doc_id"]).height == 0:
         raise LakeError(f"lake {target.uri} has no documents: ingest a batch first (grace ingest BATCH.jsonl)")
     console = Console(width=max(150, Console().width))
-    ran = round_id or next_round(settings)
+    ran = round_to_run(round_id, next_round(settings), target.uri)  # a round that would skip rounds: one line, before a server starts
+    console_without_tracebacks()  # a failed run is one line there; the error is printed once, below
     with prefect_api() as (api_url, temporary):
         where = f"temporary Prefect server {api_url}" if temporary else f"Prefect API {api_url}"
         with console.status(f"expansion round on {target.uri} ({where})…"):
