@@ -7,7 +7,9 @@ holding a row of anyone else is refused whole. Recording is safe by construction
 verdict file by its content hash, a terminal answer, a resumed UI run) is one idempotent lake
 commit; rows are checked against the claims, the assignments and the stored votes first
 (:func:`grace_core.verdict_files.check_verdicts`), bad rows go to the quarantine with file,
-line and reason, and stored verdicts are only ever added to, never changed.
+line and reason (when it cannot be written, the good rows are stored all the same and the
+report says so), votes that came after their deadline are stored, counted and reported as
+such, and stored verdicts are only ever added to, never changed.
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ import pyarrow.dataset as ds
 
 from flows.reviewers import verify_verdict_file
 from grace_core.assignment import VERIFIER, open_assignments
-from grace_core.errors import UnprovenReviewer
+from grace_core.errors import LakeError, UnprovenReviewer
 from grace_core.limits import InputLimits
 from grace_core.models.factory import ModelRoles
 from grace_core.review import nearest_priors
 from grace_core.round import claim_texts as round_claim_texts
 from grace_core.round import prior_units as round_prior_units
 from grace_core.reviewer_keys import split_signed
-from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, parse_verdict_file
+from grace_core.verdict_files import BadRow, VerdictRow, check_verdicts, count_late, parse_verdict_file
 from storage.lake import Lake
 from storage.review_files import ReviewArea
 
@@ -168,16 +170,25 @@ class VerdictReport:
     bad: list[BadRow] = field(default_factory=list)
     already_recorded: bool = False
     quarantine: str | None = None
+    late: int = 0
+    quarantine_error: str | None = None
 
     def summary(self) -> str:
-        """One line: the counts and where the bad rows went."""
+        """One line: the counts, how many votes came after their deadline, and where the bad
+        rows went (or why they could not be kept)."""
         if self.already_recorded:
             return f"{self.source}: already ingested, nothing changed"
         text = f"{self.source}: {self.recorded} verdict{'s' if self.recorded != 1 else ''} recorded"
         if self.unanswered:
             text += f", {self.unanswered} unanswered row{'s' if self.unanswered != 1 else ''} skipped"
-        if self.bad:
-            text += f", {len(self.bad)} bad row{'s' if len(self.bad) != 1 else ''} quarantined in {self.quarantine}"
+        rows = f"{len(self.bad)} bad row{'s' if len(self.bad) != 1 else ''}"
+        if self.quarantine_error:
+            text += f", {rows} not quarantined ({self.quarantine_error})"
+        elif self.bad:
+            text += f", {rows} quarantined in {self.quarantine}"
+        if self.late:
+            one = self.late == 1
+            text += f"; {self.late} late vote{'' if one else 's'} (after {'its deadline' if one else 'their deadlines'}, counted)"
         return text
 
 
@@ -188,7 +199,13 @@ def record_verdicts(
     """Check ``rows`` against the lake's review state and commit the good ones to ``verdicts``
     as the unit of work ``key`` (with ``channel`` and ``created_at`` = ``now``); the bad ones,
     with ``bad`` rows found while reading, go to the quarantine. A ``key`` committed before
-    changes nothing.
+    changes nothing. The report counts the good rows that came after their assignment's
+    deadline (:func:`~grace_core.verdict_files.count_late`; they are recorded and count).
+
+    The quarantine is written before the commit, so that a crash in between leaves ``key`` open
+    and a re-run writes both. A quarantine that cannot be written (:class:`LakeError`) does not
+    cost the good rows: they are committed all the same and the report says why the bad ones
+    were not kept (the channel still shows every bad row).
 
     ``author`` is the reviewer the channel proved (:func:`flows.reviewers.prove`, the signer of a
     file; :data:`~grace_core.assignment.VERIFIER` for the verifier): a row of anyone else makes
@@ -200,18 +217,22 @@ def record_verdicts(
     if lake.is_committed(key):
         return VerdictReport(source, unanswered=unanswered, already_recorded=True)
     claims = lake.read("claims", columns=["doc_id", "claim_id"]).unique()
-    deferrals = lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"])
+    deferrals = lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer", "deadline"])
     stored = lake.read("verdicts", columns=["doc_id", "claim_id", "round", "reviewer"])
     good, rejected = check_verdicts(rows, claims, deferrals, stored)
     all_bad = sorted([*bad, *rejected], key=lambda b: b.line)
-    quarantine = None
-    if all_bad:  # kept before the commit: a crash in between leaves the key open, so a re-run writes both
+    quarantine = problem = None
+    if all_bad:
         digest = hashlib.sha256(key.encode()).hexdigest()
-        quarantine = ReviewArea(lake.store).quarantine_rows(
-            source, digest, [{"file": b.file, "line": b.line, "reason": b.reason, "row": b.raw} for b in all_bad]
-        )
+        try:
+            quarantine = ReviewArea(lake.store).quarantine_rows(
+                source, digest, [{"file": b.file, "line": b.line, "reason": b.reason, "row": b.raw} for b in all_bad]
+            )
+        except LakeError as exc:
+            problem = str(exc)
     lake.commit(key, {"verdicts": good.with_columns(channel=pl.lit(channel), created_at=pl.lit(now))})
-    return VerdictReport(source, good.height, unanswered, all_bad, quarantine=quarantine)
+    return VerdictReport(source, good.height, unanswered, all_bad, quarantine=quarantine, late=count_late(good, deferrals, now),
+                         quarantine_error=problem)
 
 
 def ingest_verdict_file(lake: Lake, name: str, data: bytes, now: datetime, limits: InputLimits = InputLimits()) -> VerdictReport:

@@ -6,9 +6,17 @@ columns (the context columns of a review packet) are ignored, so a reviewer can 
 packet itself with the verdicts filled in. A row whose verdict is empty is an unanswered claim:
 it is skipped, not an error.
 
+A file means one thing or is refused: a JSON object naming a key twice (at any depth) is a bad
+row naming the key, and a CSV header naming a column twice (after strip and lower case; unnamed
+empty columns aside) refuses the whole file, instead of the last value silently winning.
+``seconds_spent`` is at most :data:`MAX_SECONDS_SPENT` (24 h): a larger value would be stored
+and move the reviewer's mean review time, hence every later review cost.
+
 :func:`parse_verdict_file` turns bytes into rows and reports malformed lines;
 :func:`check_verdicts` checks rows of any channel against the review state (claims, deferrals,
-stored verdicts). Every bad row is a :class:`BadRow` with its file, line and reason. Pure.
+stored verdicts). Every bad row is a :class:`BadRow` with its file, line and reason;
+:func:`count_late` says how many good rows arrived after their assignment's deadline (they
+count: a vote is refused only once its round is closed by a later deferral). Pure.
 
 Hostile rows are bad rows too: ids (``claim_id``, ``doc_id``, ``reviewer``) outside the safe
 set of :mod:`grace_core.identifiers`, a lone surrogate (``"\\ud800"``) in a text value, JSON
@@ -24,7 +32,9 @@ import io
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 
 import polars as pl
 
@@ -41,12 +51,21 @@ GOOD_SCHEMA = {
 CSV_SUFFIXES = (".csv",)
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 MAX_ROUND = 2**31 - 1
+MAX_SECONDS_SPENT = 86_400  # 24 h: no one spends longer on one claim; more poisons the mean review time
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class InvalidVerdictFile(InvalidVerdicts):
     """A whole verdict file cannot be read as verdict rows: not CSV or JSONL by its name, empty
-    (no header), or over a size limit."""
+    (no header), a header naming a column twice, or over a size limit."""
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object names ``key`` twice (raised from inside :func:`json.loads`)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -109,7 +128,7 @@ def _id(value: object, field: str) -> str | None:
 
 
 def _seconds(value: object) -> float | None:
-    """``seconds_spent`` as a non-negative finite number (None when absent or empty)."""
+    """``seconds_spent`` as a number from 0 to :data:`MAX_SECONDS_SPENT` (None when absent or empty)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
@@ -120,6 +139,8 @@ def _seconds(value: object) -> float | None:
         raise ValueError(f"seconds_spent must be a number of seconds, got {value!r}") from None
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"seconds_spent must be a non-negative number of seconds, got {value!r}")
+    if seconds > MAX_SECONDS_SPENT:
+        raise ValueError(f"seconds_spent must be at most {MAX_SECONDS_SPENT} (24 h), got {value!r}")
     return seconds
 
 
@@ -186,8 +207,19 @@ def _count_row(name: str, counted: int, limits: InputLimits) -> int:
     return counted + 1
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; :class:`_RepeatedKey` when a key comes twice (json's
+    default keeps the last value silently)."""
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _RepeatedKey(key)
+        obj[key] = value
+    return obj
+
+
 def _parse_jsonl(name: str, text: str, limits: InputLimits) -> ParsedFile:
-    """One JSON object per line; blank lines are ignored."""
+    """One JSON object per line; blank lines are ignored. An object naming a key twice is a bad row."""
     rows: list[VerdictRow] = []
     bad: list[BadRow] = []
     unanswered = counted = 0
@@ -201,7 +233,10 @@ def _parse_jsonl(name: str, text: str, limits: InputLimits) -> ParsedFile:
             bad.append(BadRow(name, number, "malformed line: not UTF-8 text", raw))
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_unique_keys)
+        except _RepeatedKey as exc:
+            bad.append(BadRow(name, number, f"ambiguous line: the key {shown(exc.key)} appears more than once in one object", raw))
+            continue
         except json.JSONDecodeError as exc:
             bad.append(BadRow(name, number, f"malformed line: not valid JSON ({exc.msg} at column {exc.colno})", raw))
             continue
@@ -220,7 +255,8 @@ def _parse_jsonl(name: str, text: str, limits: InputLimits) -> ParsedFile:
 
 def _parse_csv(name: str, text: str, limits: InputLimits) -> ParsedFile:
     """A header line, then one row per record (quoted fields may span lines); blank rows are
-    ignored. A file without a header is refused (:class:`InvalidVerdictFile`)."""
+    ignored. A file without a header, or whose header names a column twice, is refused
+    (:class:`InvalidVerdictFile`)."""
     rows: list[VerdictRow] = []
     bad: list[BadRow] = []
     unanswered = counted = 0
@@ -246,6 +282,11 @@ def _parse_csv(name: str, text: str, limits: InputLimits) -> ParsedFile:
         counted = _count_row(name, counted, limits)
         if header is None:
             header = [f.strip().lower() for f in fields]
+            repeated = sorted(c for c, n in Counter(header).items() if c and n > 1)
+            if repeated:
+                listed = ", ".join(map(shown, repeated[:3])) + (f" and {len(repeated) - 3} more" if len(repeated) > 3 else "")
+                raise InvalidVerdictFile(f"{name}: line {start}: the header names column {listed} more than once "
+                                         "(which one holds the value would be a guess)")
             missing = [c for c in REQUIRED if c not in header]
             continue
         if _not_utf8(text_of_row):
@@ -340,3 +381,14 @@ def check_verdicts(
                 continue
         bad.append(BadRow(row.file, row.line, reason, row.raw))
     return pl.DataFrame(good, schema=GOOD_SCHEMA), bad
+
+
+def count_late(good: pl.DataFrame, deferrals: pl.DataFrame, now: datetime) -> int:
+    """How many ``good`` rows (of :func:`check_verdicts`) answer an assignment of ``deferrals``
+    (``doc_id, claim_id, round, reviewer, deadline``) that was overdue at ``now``: its deadline
+    set and not after ``now``, as :func:`grace_core.assignment.open_assignments` counts it.
+    Such a vote is stored and counts like any other (its round is still open, or
+    :func:`check_verdicts` would have refused it); this count is what says it was late."""
+    keys = ["doc_id", "claim_id", "round", "reviewer"]
+    overdue = deferrals.filter(pl.col("deadline").is_not_null() & (pl.col("deadline") <= now)).select(keys)
+    return good.join(overdue.with_columns(pl.col("round").cast(GOOD_SCHEMA["round"])), on=keys, how="semi").height

@@ -7,13 +7,19 @@
 - ``review/inbox/``: verdict files returned by reviewers (``.csv``, ``.jsonl``), each signed
   with its reviewer's key (:mod:`grace_core.reviewer_keys`); the nightly round reads them
   (``grace review ingest FILE`` reads a file from anywhere).
-- ``review/processed/<stem>.<hash><suffix>``: inbox files once read (``<hash>``: the first 12
+- ``review/processed/<stem>.<hash>.<suffix>``: inbox files once read (``<hash>``: the first 12
   hex digits of the content's SHA-256, so a later file of the same name never replaces one).
-- ``review/quarantine/<name>.<hash>.bad.jsonl``: the rows of a file that were not applied,
-  one JSON object per row with ``file, line, reason, row``; and a whole inbox file that is not
-  a verdict file or was refused whole (unsigned, forged, changed after signing, of a revoked
-  key, holding another reviewer's rows), moved there as ``<stem>.<hash><suffix>`` beside
-  ``<that name>.error.txt`` giving the reason.
+- ``review/quarantine/<name>.<hash>.bad.jsonl``: the rows of a unit of verdicts that were not
+  applied, one JSON object per row with ``file, line, reason, row`` (``<hash>``: of the unit's
+  commit key); and a whole inbox file that is not a verdict file or was refused whole
+  (unsigned, forged, changed after signing, of a revoked key, holding another reviewer's rows),
+  moved there as ``<stem>.<hash>.<suffix>`` beside ``<that name>.error.txt`` giving the reason.
+
+These names are made from the hash and a short, sanitised form of the received name
+(:func:`short_name`: at most 64 characters of ``A-Z a-z 0-9 . _ + @ -``, others as ``_``), never
+from the raw name: a 230-character or non-ASCII name would not fit a file system's 255 bytes
+(with the temporary name of an atomic write) and the file would fail whole. The received name
+stays in what the lake reports: the rows' ``file`` field, the ``.error.txt`` report.
 
 Every path is checked before it is written (defence in depth behind the id checks of
 :mod:`grace_core.identifiers`): a reviewer name must be a safe id, a file name one plain path
@@ -26,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 
@@ -46,12 +53,28 @@ PROCESSED = "review/processed"
 QUARANTINE = "review/quarantine"
 
 
+MAX_NAME_CHARS = 64
+MAX_SUFFIX_CHARS = 16
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]")
+
+
+def short_name(name: str) -> str:
+    """``name`` as part of a file name the lake writes: every character outside
+    ``A-Z a-z 0-9 . _ + @ -`` as ``_``, cut to 64 characters, never hidden (a leading ``.`` as
+    ``_``) and never empty."""
+    clean = _UNSAFE.sub("_", name)[:MAX_NAME_CHARS]
+    return ("_" + clean[1:] if clean.startswith(".") else clean) or "_"
+
+
 def content_name(name: str, data: bytes | str) -> str:
-    """``name`` with the first 12 hex digits of the SHA-256 of ``data`` (or of the hex digest
-    ``data``) before its suffix: ``alice.csv`` → ``alice.3f2a1b9c0d11.csv``."""
+    """:func:`short_name` of ``name`` with the first 12 hex digits of the SHA-256 of ``data`` (or
+    of the hex digest ``data``) before its suffix (when it has one of at most 16 characters):
+    ``alice.csv`` → ``alice.3f2a1b9c0d11.csv``."""
     stem, dot, suffix = name.rpartition(".")
     digest = (data if isinstance(data, str) else hashlib.sha256(data).hexdigest())[:12]
-    return f"{stem}.{digest}.{suffix}" if dot and stem else f"{name}.{digest}"
+    if dot and stem and 0 < len(suffix) <= MAX_SUFFIX_CHARS:
+        return f"{short_name(stem)}.{digest}.{short_name(suffix)}"
+    return f"{short_name(name)}.{digest}"
 
 
 def _plain_name(name: str) -> str:
@@ -120,11 +143,12 @@ class ReviewArea:
         return self.store.file_uri(path)
 
     def quarantine_rows(self, name: str, digest: str, rows: Iterable[Mapping[str, object]]) -> str:
-        """Keep the rows of ``name`` (content hash ``digest``) that were not applied, each with
-        ``file, line, reason, row``; the same file quarantined twice gives the same object.
-        Returns its location."""
-        base = name.rsplit("/", 1)[-1]
-        path = self._inside(QUARANTINE, f"{base}.{digest[:12]}.bad.jsonl")
+        """Keep the rows of ``name`` (a unit of verdicts with hash ``digest``) that were not
+        applied, each with ``file, line, reason, row``, as ``<name>.<hash>.bad.jsonl``
+        (:func:`short_name`, the first 12 hex digits of ``digest``); the same unit quarantined
+        twice gives the same object. Returns its location; :class:`LakeError` when it cannot be
+        written."""
+        path = self._inside(QUARANTINE, f"{short_name(name.rsplit('/', 1)[-1])}.{digest[:12]}.bad.jsonl")
         body = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows)
         self.store.write_bytes(path, body.encode("utf-8"))
         return self.store.file_uri(path)
