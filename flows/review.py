@@ -16,6 +16,7 @@ from prefect.runtime import flow_run as current_run
 
 from flows.params import DispatchParams, VerdictParams
 from flows.queries import recheck_queries
+from flows.reviewers import unregistered
 from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.score import backfill_scoring_counts
 from flows.settings import GraceSettings
@@ -148,6 +149,9 @@ def dispatch_reviews(params: DispatchParams) -> dict:
     questions are asked again against the round's knowledge."""
     settings = params.settings()
     now = timestamp(params.now)
+    if missing := unregistered(open_lake(settings), settings.reviewers):
+        get_run_logger().warning("%s in GRACE_REVIEWERS but not registered: their claims cannot be answered until `grace reviewer add "
+                                 "NAME` (or they are removed from GRACE_REVIEWERS)", ", ".join(missing))
     backfill_scoring_counts(settings)  # the pool finds each document's latest scoring there (a lake scored by earlier GRACE)
     n = defer_claims(settings, params.round_id, now)
     verdicts = verify_deferred(settings, params.round_id, now)

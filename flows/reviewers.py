@@ -12,6 +12,8 @@ needs no key, and its name cannot be registered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from datetime import datetime
 
 import polars as pl
@@ -46,6 +48,14 @@ def registry(lake: Lake) -> pl.DataFrame:
     """Every key of every reviewer: ``reviewer, key_id, added_at, revoked_at`` (null while
     registered), by reviewer and age. No salt, no hash."""
     return _keys(lake).select(REGISTRY_COLUMNS)
+
+
+def unregistered(lake: Lake, names: Sequence[str]) -> list[str]:
+    """Those of ``names`` with no key in force (never added, or revoked): they are assigned
+    claims they cannot answer until ``grace reviewer add NAME``."""
+    keys = _keys(lake)
+    active = set(keys.filter(pl.col("revoked_at").is_null())["reviewer"].to_list())
+    return [n for n in names if n not in active]
 
 
 def register(lake: Lake, name: str, now: datetime) -> str:
