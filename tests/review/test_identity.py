@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from flows.cli import main
 from flows.review import ingest_review_inbox
-from flows.reviewers import prove, register, registry, revoke, sign_verdict_file, verify_verdict_file
+from flows.reviewers import prove, register, registry, revoke, sign_verdict_file, unregistered, verify_verdict_file
 from flows.verdicts import ingest_verdict_file
 from grace_core.errors import ReviewerRegistryRefused, UnprovenReviewer
 from grace_core.reviewer_keys import key_hash, key_matches, new_key, new_salt, sign, signature_ok, signed, split_signed
@@ -139,6 +139,10 @@ def test_register_prove_revoke_and_add_again(lake: Lake) -> None:
     listed = registry(lake)
     assert listed.columns == ["reviewer", "key_id", "added_at", "revoked_at"]
     assert listed.select("key_id", "revoked_at").rows() == [(first, T0 + timedelta(hours=1)), (second, None)]
+    # who of a pool cannot answer their claims (the dispatch warns naming them)
+    register(lake, "carol", T0)
+    revoke(lake, "carol", T0 + timedelta(hours=1))
+    assert unregistered(lake, ["alice", "bob", "carol"]) == ["bob", "carol"]
 
 
 def test_grace_reviewer_add_prints_the_key_alone_and_list_shows_no_secret(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
