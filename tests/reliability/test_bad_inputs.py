@@ -501,6 +501,94 @@ def test_hostile_verdict_rows_are_quarantined_and_good_rows_kept(name: str, data
     assert json.loads(kept.read_text().splitlines()[0])["line"] == 1
 
 
+# Verdict files mean one thing ("Nothing silently wrong", item 6): each probe below was accepted
+# silently before (the last key or column won, 1e308 seconds became the reviewer's mean, a long
+# name lost the good rows, a late vote passed unsaid).
+
+AMBIGUOUS_ROW_PROBES = [
+    ("repeated-reviewer-key", b'{"claim_id": "c:1", "verdict": "confirm", "reviewer": "alice", "reviewer": "bob"}\n',
+     "ambiguous line: the key 'reviewer' appears more than once in one object"),
+    ("repeated-verdict-key", b'{"claim_id": "c:1", "verdict": "reject", "reviewer": "alice", "verdict": "confirm"}\n',
+     "ambiguous line: the key 'verdict' appears more than once in one object"),
+    ("seconds-1e308", jl({**ALICE, "seconds_spent": 1e308}), "seconds_spent must be at most 86400 (24 h), got 1e+308"),
+    ("seconds-over-a-day", jl({**ALICE, "seconds_spent": 86_401}), "seconds_spent must be at most 86400 (24 h), got 86401"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "reason"), AMBIGUOUS_ROW_PROBES, ids=[p[0] for p in AMBIGUOUS_ROW_PROBES])
+def test_ambiguous_or_implausible_verdict_rows_are_bad_rows(name: str, data: bytes, reason: str, review_lake: Path, alice_signs,
+                                                          tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "returned.jsonl"
+    path.write_bytes(alice_signs("returned.jsonl", data + jl(ALICE)))  # the probe on line 1, alice's real answer on line 2
+    before = counts(review_lake)
+    res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
+    assert res.code == 1 and res.err == f"returned.jsonl: line 1: {reason}\n", res
+    assert res.out.startswith("returned.jsonl: 1 verdict recorded, 1 bad row quarantined in ")
+    assert counts(review_lake) == {**before, "verdicts": before["verdicts"] + 1}
+    stored = Lake.open(StageParams(round_id=1, lake=str(review_lake)).settings(), must_exist=True).read("verdicts")
+    assert stored["seconds_spent"].to_list() == [None]  # alice's answer; nothing of the probe reached the mean
+
+
+def test_a_csv_header_repeating_a_column_is_refused_whole_at_signing_and_at_ingest(
+        review_lake_template: Path, review_lake: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "alice.csv"
+    path.write_bytes(b"claim_id,verdict,reviewer, Reviewer \nc:1,confirm,alice,bob\n")
+    before, data = counts(review_lake), path.read_bytes()
+    key = review_lake_template.parent / "alice.key"
+    expected = "alice.csv: line 1: the header names column 'reviewer' more than once"
+    refused(grace(monkeypatch, capsys, "review", "sign", str(path), "--reviewer", "alice", "--lake", str(review_lake),
+                  GRACE_REVIEWER_KEY=key.read_text()), expected)
+    assert path.read_bytes() == data  # left unsigned
+    refused(grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake)), expected)
+    assert counts(review_lake) == before
+
+
+def test_a_verdict_file_with_a_230_character_name_keeps_its_good_rows(review_lake: Path, alice_signs, tmp_path: Path,
+                                                                      monkeypatch, capsys) -> None:
+    name = "v" * 224 + ".jsonl"
+    path = tmp_path / name
+    path.write_bytes(alice_signs(name, jl({**ALICE, "claim_id": "c:9"}, ALICE)))
+    before = counts(review_lake)
+    res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
+    assert res.code == 1 and res.err == f"{name}: line 1: unknown claim id 'c:9'\n", res
+    assert counts(review_lake) == {**before, "verdicts": before["verdicts"] + 1}
+    (kept,) = (review_lake / "review" / "quarantine").iterdir()
+    assert kept.name.startswith("v" * 64 + ".") and kept.name.endswith(".bad.jsonl") and len(kept.name) < 100
+    assert f"quarantined in {kept}" in res.out and json.loads(kept.read_text())["file"] == name
+
+
+def test_an_unwritable_quarantine_keeps_the_good_rows_and_says_so(review_lake: Path, alice_signs, tmp_path: Path,
+                                                                  monkeypatch, capsys) -> None:
+    (review_lake / "review").mkdir(exist_ok=True)
+    (review_lake / "review" / "quarantine").write_text("in the way")
+    path = tmp_path / "returned.jsonl"
+    path.write_bytes(alice_signs("returned.jsonl", jl({**ALICE, "claim_id": "c:9"}, ALICE)))
+    before = counts(review_lake)
+    res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
+    assert res.code == 1 and res.err == "returned.jsonl: line 1: unknown claim id 'c:9'\n", res
+    assert res.out.startswith(f"returned.jsonl: 1 verdict recorded, 1 bad row not quarantined (lake {review_lake}: "
+                              "cannot write review/quarantine/returned.jsonl.") and res.out.count("\n") == 1, res.out
+    assert counts(review_lake) == {**before, "verdicts": before["verdicts"] + 1}
+
+
+def test_a_vote_after_its_deadline_is_recorded_and_said_to_be_late(review_lake: Path, alice_signs, tmp_path: Path,
+                                                                   monkeypatch, capsys) -> None:
+    """c:1's deadline (T0 + 72 h) has passed on the wall clock; c:3 is assigned to alice until tomorrow."""
+    soon = datetime.now(timezone.utc) + timedelta(days=1)
+    Lake.open(StageParams(round_id=1, lake=str(review_lake)).settings(), must_exist=True).commit("fixture/deferrals/c3", {
+        "deferrals": pl.DataFrame({
+            "doc_id": ["d1"], "claim_id": ["c:3"], "round": [1], "reviewer": ["alice"], "priority": [1.0], "confidence": [0.0],
+            "cost": [0.1], "gain": [1.0], "rank": [2], "deadline": [soon], "created_at": [T0],
+        }, schema_overrides={"round": pl.Int32, "rank": pl.Int32})})
+    path = tmp_path / "returned.jsonl"
+    path.write_bytes(alice_signs("returned.jsonl", jl(ALICE, {**ALICE, "claim_id": "c:3", "verdict": "reject"})))
+    before = counts(review_lake)
+    res = grace(monkeypatch, capsys, "review", "ingest", str(path), "--lake", str(review_lake))
+    assert (res.code, res.err) == (0, "")
+    assert res.out == "returned.jsonl: 2 verdicts recorded; 1 late vote (after its deadline, counted)\n"
+    assert counts(review_lake) == {**before, "verdicts": before["verdicts"] + 2}
+
+
 # ---------------------------------------------------------------------------------------------
 # Reviewer names on every path: CLI options, settings, the Prefect UI's parameters, the packet files
 # ---------------------------------------------------------------------------------------------
