@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from grace_core.errors import InvalidSettings
+
+DASK_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$"
+                          r"|^inproc://[A-Za-z0-9._-]+/\d+/\d+$")
+"""A Dask scheduler address as distributed reads it: [protocol://]host[:port], or a cluster's
+in-process ``inproc://host/pid/n``."""
 
 
 class ScheduleConfig(BaseModel):
@@ -21,7 +28,7 @@ class ScheduleConfig(BaseModel):
     maintenance_cron: str = Field(
         "0 5 * * 0", description="Cron schedule of the lake's maintenance (compaction, then vacuum): weekly, hours away from the "
         "nightly round by default (Sunday 05:00).")
-    inbox_interval_s: int = Field(300, ge=1, description="Seconds between two scans of the batch inbox.")
+    inbox_interval_s: int = Field(300, ge=1, le=7 * 86_400, description="Seconds between two scans of the batch inbox (at most a week).")
     timezone: str = Field("UTC", description="IANA time zone of the cron schedules, e.g. Europe/Paris.")
 
     @model_validator(mode="after")
@@ -55,3 +62,16 @@ class RunnerConfig(BaseModel):
         None, description="Scheduler of an existing Dask cluster (tcp://host:8786); implies task_runner=dask. "
         "With task_runner=dask and no address, each round starts a LocalCluster of one worker process per core."
     )
+
+    @field_validator("dask_address")
+    @classmethod
+    def _dask_address(cls, value: str | None) -> str | None:
+        """Refuse an address distributed cannot parse, at start-up in one line (it failed in the
+        round's task runner with a traceback)."""
+        if value is None:
+            return None
+        m = DASK_ADDRESS.match(value.strip())
+        if not m or (m.group(1) is not None and not 0 < int(m.group(1)) < 65536):
+            raise ValueError("expected a Dask scheduler address [tcp://]host[:port] with a port in 1-65535, e.g. "
+                             "tcp://10.0.0.5:8786")
+        return value.strip()

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from deployments.config import RunnerConfig, ScheduleConfig
 from grace_core.assignment import ReviewConfig
 from grace_core.adjudication import AdjudicationConfig
-from grace_core.audit import AuditConfig
+from grace_core.audit import MAX_BUDGET, AuditConfig
 from grace_core.queries import QueryConfig
 from grace_core.errors import InvalidSettings
 from grace_core.limits import InputLimits
@@ -29,15 +29,19 @@ class PipelineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
-    budget: float = Field(3.0, ge=0, description="Review budget per round, in cost units (DESIGN §4).")
-    quorum: int = Field(1, ge=1, description="Reviewers that must answer before a claim's verdict counts.")
-    context_passages: int = Field(3, ge=1, description="Prior passages given to the responder per question.")
-    docs_per_task: int = Field(8, ge=1, description="Documents per build task (tasks are coarse: ~20 ms of server time each).")
+    budget: float = Field(3.0, ge=0, le=MAX_BUDGET, description="Review budget per round, in cost units (DESIGN §4; at most 1e9).")
+    quorum: int = Field(1, ge=1, le=1000, description="Reviewers that must answer before a claim's verdict counts (at most 1,000, "
+                        "like GRACE_OVERLAP).")
+    context_passages: int = Field(3, ge=1, le=1000, description="Prior passages given to the responder per question (at most 1,000).")
+    docs_per_task: int = Field(8, ge=1, le=100_000, description="Documents per build task (tasks are coarse: ~20 ms of server time "
+                               "each; at most 100,000).")
     score_docs_per_task: int = Field(
-        1000, ge=1, description="Documents per scoring task, at most: fewer documents are spread evenly over score_tasks_at_once tasks."
+        1000, ge=1, le=10_000_000, description="Documents per scoring task, at most: fewer documents are spread evenly over "
+        "score_tasks_at_once tasks (at most 10 million)."
     )
     score_tasks_at_once: int = Field(
-        2, ge=1, description="Scoring tasks running at once: each holds its chunk of documents in memory, so peak memory grows with it."
+        2, ge=1, le=1024, description="Scoring tasks running at once: each holds its chunk of documents in memory, so peak memory "
+        "grows with it (at most 1,024 threads)."
     )
     inbox: str | None = Field(None, description="Batch inbox: a folder or s3://bucket/prefix; none when unset.")
     prior_sections: tuple[str, ...] = Field(
@@ -106,3 +110,5 @@ def build_settings(**overrides: object) -> GraceSettings:
         m = re.search(r'field "(\w+)"', str(exc))
         name = setting_name(m.group(1), given) if m else "a GRACE_ setting"
         raise InvalidSettings(f'{name}: not valid JSON (a list is written like \'["a", "b"]\')') from None
+    except (OverflowError, ValueError) as exc:  # a library's own check (a cron, a time zone) meeting an extreme value
+        raise InvalidSettings(f"a GRACE_ setting is out of range: {' '.join(str(exc).split()) or type(exc).__name__}") from None

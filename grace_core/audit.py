@@ -36,15 +36,24 @@ AUDITED_STATUSES = (GROUNDED, REFUTED)
 KEYS = ["doc_id", "claim_id"]
 
 
+MAX_AUDITS = 1_000_000
+"""Claims audited per round, at most: each is a review assignment, and a round's sample is held in memory."""
+MAX_BUDGET = 1e9
+"""A review budget, at most: more than any pool reviews in a round, and cost sums stay far from float overflow."""
+
+
 class AuditConfig(BaseModel):
     """Audits of Grounded and Refuted claims (env: ``GRACE_AUDIT_GROUNDED``,
     ``GRACE_AUDIT_REFUTED``, ``GRACE_AUDIT_BUDGET``)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
-    audit_grounded: int = Field(0, ge=0, description="Grounded claims audited per round: a random sample stratified by document; 0: none.")
-    audit_refuted: int = Field(0, ge=0, description="Refuted claims audited per round (same sampling); 0: none.")
-    audit_budget: float = Field(1.0, ge=0, description="Review budget per round for audits, in cost units, apart from GRACE_BUDGET.")
+    audit_grounded: int = Field(0, ge=0, le=MAX_AUDITS, description="Grounded claims audited per round: a random sample stratified by "
+                                "document; 0: none (at most 1,000,000).")
+    audit_refuted: int = Field(0, ge=0, le=MAX_AUDITS, description="Refuted claims audited per round (same sampling); 0: none "
+                               "(at most 1,000,000).")
+    audit_budget: float = Field(1.0, ge=0, le=MAX_BUDGET, description="Review budget per round for audits, in cost units, apart "
+                                "from GRACE_BUDGET (at most 1e9).")
 
     def audit_size(self, status: str) -> int:
         """Claims of ``status`` to audit per round."""

@@ -8,30 +8,35 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grace_core.errors import InvalidSettings
 
+MAX_WEIGHT = 1e6
+"""Largest weight, constant or ratio: only their ratios matter, 1e6 scores normally
+(tests/reliability/test_bad_settings.py), and products of a few of them stay far from float overflow."""
+
 
 class ScoringParams(BaseModel):
     """Edge weights, centrality thresholds and selection constants.
 
     Invariant (DESIGN §1): ``w_anchor > w_agree > w_neutral > w_contra > 0``. Every value is a
-    finite number (``nan`` or ``inf`` is refused), δ lies in [0, 1] like the normalised closeness
-    it is compared with, and k is positive.
+    finite number (``nan`` or ``inf`` is refused) of at most :data:`MAX_WEIGHT`, δ lies in [0, 1]
+    like the normalised closeness it is compared with, and k is positive.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
-    w_anchor: float = Field(3.0, description="Weight of a prior → claim edge.")
-    w_agree: float = Field(2.0, description="Weight of a response → claim edge when a prior entails the claim.")
-    w_neutral: float = Field(1.0, description="Weight of any other response → claim edge.")
-    w_contra: float = Field(0.25, description="Weight of a response edge to a contradicted or rejected claim.")
-    delta_refute: float = Field(0.5, ge=0, description="Refute a claim with no anchor/agree edge below this share of the document's median closeness.")
-    lambda_c: float = Field(0.5, ge=0, description="Priority weight of boundary betweenness.")
-    lambda_n: float = Field(0.5, ge=0, description="Priority weight of novelty.")
-    lambda_r: float = Field(1.0, ge=0, description="Selection weight of cascade reach: the Boundary claims a confirmation would ground (grace_core/reach.py).")
-    k: float = Field(10.0, gt=0, description="Steepness of the confidence sigmoid.")
+    w_anchor: float = Field(3.0, le=MAX_WEIGHT, description="Weight of a prior → claim edge.")
+    w_agree: float = Field(2.0, le=MAX_WEIGHT, description="Weight of a response → claim edge when a prior entails the claim.")
+    w_neutral: float = Field(1.0, le=MAX_WEIGHT, description="Weight of any other response → claim edge.")
+    w_contra: float = Field(0.25, le=MAX_WEIGHT, description="Weight of a response edge to a contradicted or rejected claim.")
+    delta_refute: float = Field(0.5, ge=0, le=MAX_WEIGHT, description="Refute a claim with no anchor/agree edge below this share of the document's median closeness.")
+    lambda_c: float = Field(0.5, ge=0, le=MAX_WEIGHT, description="Priority weight of boundary betweenness.")
+    lambda_n: float = Field(0.5, ge=0, le=MAX_WEIGHT, description="Priority weight of novelty.")
+    lambda_r: float = Field(1.0, ge=0, le=MAX_WEIGHT, description="Selection weight of cascade reach: the Boundary claims a confirmation would ground (grace_core/reach.py).")
+    k: float = Field(10.0, gt=0, le=MAX_WEIGHT, description="Steepness of the confidence sigmoid.")
     delta: float = Field(0.5, ge=0, le=1, description="Midpoint of the confidence sigmoid (on the normalised closeness, in [0, 1]).")
-    epsilon: float = Field(0.01, gt=0, description="Floor of the embedding part of a review's cost.")
-    mu: float = Field(0.002, ge=0, description="Cost per expected review second (DESIGN §4: 30 s of human review add 0.06).")
-    review_seconds: float = Field(30.0, ge=0, description="Expected seconds per claim for human reviewers with no history.")
+    epsilon: float = Field(0.01, gt=0, le=MAX_WEIGHT, description="Floor of the embedding part of a review's cost.")
+    mu: float = Field(0.002, ge=0, le=MAX_WEIGHT, description="Cost per expected review second (DESIGN §4: 30 s of human review add 0.06).")
+    review_seconds: float = Field(
+        30.0, ge=0, le=86_400, description="Expected seconds per claim for human reviewers with no history (at most a day).")
     alpha: float = Field(0.5, ge=0, le=1, description="Retrieval mix of query similarity and closeness.")
 
     @model_validator(mode="after")

@@ -205,6 +205,74 @@ def test_a_run_option_out_of_range_is_one_line(tmp_path: Path, monkeypatch, caps
     assert not (tmp_path / "lake").exists()
 
 
+# Extreme but valid-looking values (issue "Nothing silently wrong", item 7): each one line, exit 2,
+# where it once was a traceback, a thread traceback with an unlimited run, or the current folder
+# silently taken for the lake. (variable, value, command key of command_args, words of the line)
+EXTREME_PROBES: list[tuple[str, str, str, tuple[str, ...]]] = [
+    ("GRACE_SQL_TIMEOUT_S", "1e300", "sql", ("less than or equal to 86400",)),
+    ("GRACE_VACUUM_RETENTION_HOURS", str(10**12), "vacuum", ("less than or equal to 87660",)),
+    ("GRACE_DASK_ADDRESS", "tcp://scheduler:99999", "sql", ("port in 1-65535",)),
+    ("GRACE_DASK_ADDRESS", "not an address", "sql", ("expected a Dask scheduler address",)),
+    ("GRACE_LAKE", "", "sql", ("must not be empty",)),
+    ("GRACE_LAKE", " ", "ingest", ("must not be empty",)),
+    ("GRACE_CATALOG_CACHE", "", "sql", ("must not be empty",)),
+    ("GRACE_S3_ENDPOINT_URL", "", "ingest", ("must not be empty",)),
+    ("GRACE_INBOX_INTERVAL_S", str(10**12), "sql", ("less than or equal to 604800",)),
+    ("GRACE_W_ANCHOR", "1e300", "score", ("less than or equal to 1000000",)),
+    ("GRACE_K", "1e300", "score", ("less than or equal to 1000000",)),
+    ("GRACE_REVIEW_SECONDS", "1e300", "score", ("less than or equal to 86400",)),
+    ("GRACE_BUDGET", "1e300", "sql", ("less than or equal to 1000000000",)),
+    ("GRACE_AUDIT_GROUNDED", str(10**12), "sql", ("less than or equal to 1000000",)),
+    ("GRACE_QUORUM", "9" * 40, "sql", ("less than or equal to 1000",)),
+    ("GRACE_SCORE_TASKS_AT_ONCE", str(10**12), "sql", ("less than or equal to 1024",)),
+    ("GRACE_MAX_BATCH_BYTES", "9" * 40, "ingest", ("less than or equal to 4294967296",)),
+    ("GRACE_MAX_JSON_VALUES", str(10**12), "ingest", ("less than or equal to 100000000",)),
+    ("GRACE_MAX_QUESTIONS", "-1", "ingest", ("greater than 0",)),
+]
+
+
+@pytest.mark.parametrize("var, value, command, words", EXTREME_PROBES, ids=[f"{v}={x[:20]}" for v, x, _, _ in EXTREME_PROBES])
+def test_an_extreme_setting_is_one_line(var: str, value: str, command: str, words: tuple[str, ...], tmp_path: Path,
+                                        monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(var, value)
+    args = command_args(tmp_path)[command]
+    if var == "GRACE_LAKE":  # no --lake: the setting is the lake
+        args = args[:args.index("--lake")] + args[args.index("--lake") + 2:]
+    code, out, err = grace(monkeypatch, capsys, *args)
+    refused(code, out, err, var, *words)
+    assert list(tmp_path.iterdir()) == [], "nothing written: no lake, no output, not in the current folder"
+
+
+def test_an_empty_lake_option_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = grace(monkeypatch, capsys, "ingest", str(SAMPLE), "--lake", "")
+    refused(code, out, err, "--lake: must not be empty")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_numeric_setting_has_a_ceiling() -> None:
+    """1e300 for each float setting and 10**40 for each int one: refused in one line naming it,
+    except the few where any size is harmless."""
+    from typing import get_args
+
+    from flows.settings import GraceSettings, build_settings
+    from grace_core.errors import InvalidSettings
+
+    unbounded = {"seed"}  # ModelConfig (grace_core/models/config.py): any integer seeds the offline roles
+    accepted = []
+    for name, field in GraceSettings.model_fields.items():
+        kinds = {field.annotation, *get_args(field.annotation)}
+        if bool in kinds or not kinds & {int, float}:
+            continue
+        try:
+            build_settings(**{name: 10**40 if int in kinds else 1e300})
+            accepted.append(name)
+        except InvalidSettings as exc:
+            assert f"--{name.replace('_', '-')}: " in str(exc) and "\n" not in str(exc), str(exc)
+    assert set(accepted) <= unbounded, accepted
+
+
 # `grace score` run carelessly: (id, how to make the input and the output, words of the line)
 def _header_only(tmp: Path) -> tuple[Path, Path]:
     edges = tmp / "edges.csv"
