@@ -6,7 +6,7 @@ seconds (200 ms), over N QASPER papers at several ``GRACE_CONCURRENCY`` values.
     .venv/bin/python -m benchmarks.bench_model_stage --papers 100 --concurrency 32
 
 5 papers come from ``tests/fixtures/qasper_dev_sample.jsonl``; more from the full QASPER dev
-file in ``../shared/data`` (:mod:`benchmarks.shared_data`). The server is the tests' one
+file, when the machine has it (``GRACE_DATA_DIR``, :mod:`benchmarks.shared_data`). The server is the tests' one
 (``tests/models/openai_server.py``) in this process; each (N, concurrency) runs in a child
 process of its own, with a fresh lake and Prefect home (a temporary Prefect server started by
 an ``ingest_batch`` run before the clock starts). Every role but the embedder (the packaged

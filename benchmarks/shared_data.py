@@ -1,19 +1,23 @@
-"""Where the benchmarks find the full QASPER dev data: ``../shared/data`` beside the
-repository (not part of it; a clone may not have it). A benchmark without it says so in one
-line and exits with 2."""
+"""Where the benchmarks find the full QASPER dev data, when the machine has it: the folder
+``GRACE_DATA_DIR`` names, else ``shared/data`` in the folder that holds the repository (not part
+of it; a clone may not have it). A benchmark without it says so in one line and exits with 2."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-QASPER_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "qasper" / "qasper_dev.jsonl"
+DATA_DIR = Path(os.environ["GRACE_DATA_DIR"]) if os.environ.get("GRACE_DATA_DIR") else Path(__file__).resolve().parents[2] / "shared" / "data"
+"""The full QASPER/QuALITY dev data folder (``qasper/qasper_dev.jsonl``, ``quality/…``)."""
+QASPER_DEV = DATA_DIR / "qasper" / "qasper_dev.jsonl"
 
 
 def require_data(path: Path) -> Path:
     """``path`` when it is a file; otherwise a message on stderr and exit code 2."""
     if not path.is_file():
-        print(f"benchmark: the evaluation data {path} is not there (the full QASPER dev file lives in ../shared/data "
-              "beside the repository; give another file with --data where the benchmark takes one)", file=sys.stderr)
+        print(f"benchmark: the evaluation data {path} is not there (set GRACE_DATA_DIR to the folder holding "
+              "qasper/qasper_dev.jsonl, the full QASPER dev file; or give another file with --data where the benchmark takes one)",
+              file=sys.stderr)
         sys.exit(2)
     return path

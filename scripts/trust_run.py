@@ -1,6 +1,9 @@
 """Offline measurement of audited precision and reviewer reliability (issue 18), in memory.
 
-    .venv/bin/python scripts/trust_run.py ../shared/data/qasper/qasper_dev.jsonl --papers 20 --rounds 3
+    .venv/bin/python scripts/trust_run.py "$GRACE_DATA_DIR/qasper/qasper_dev.jsonl" --papers 20 --rounds 3
+
+The file is any JSONL of QASPER lines: the full QASPER dev file where the machine has it
+(``GRACE_DATA_DIR``, see docs/development.md), or the bundled ``flows/samples/qasper_demo.jsonl``.
 
 Each QASPER paper runs the expansion protocol of ``grace eval expansion`` (round-0 priors
 Abstract + Introduction, then held-out sections as responder context; the offline responder

@@ -1,6 +1,7 @@
 """Shared fixtures. Tests read the QASPER/QuALITY samples bundled in tests/fixtures/ (see its
-README for attribution and licence); the full dev data in ../shared/data is only read by the
-tests that ask for ``shared_data``, which are skipped when it is not there."""
+README for attribution and licence); the full QASPER/QuALITY dev files, when the machine has
+them (``GRACE_DATA_DIR``, else ``shared/data`` in the folder that holds the repository), are
+only read by the tests that ask for ``shared_data``, which are skipped when they are not there."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 QASPER_SAMPLE = FIXTURES / "qasper_dev_sample.jsonl"
 QUALITY_SAMPLE = FIXTURES / "quality_dev_sample.jsonl"
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ["GRACE_DATA_DIR"]) if os.environ.get("GRACE_DATA_DIR") else REPO.parent / "shared" / "data"
+"""The full dev data folder (``qasper/qasper_dev.jsonl``, ``quality/quality_dev_subset.jsonl``):
+``GRACE_DATA_DIR`` when set, else ``shared/data`` beside the repository (as CI has it)."""
 
 
 @pytest.fixture(scope="session")
@@ -45,9 +48,9 @@ def quality_sample() -> Path:
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The full read-only dev data folder (QASPER and QuALITY), for the few full-dataset
-    checks; skipped with a reason when a clone has no ../shared beside it."""
+    checks; skipped with a reason when the machine does not have it (:data:`SHARED_DATA`)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"full dev data not found at {SHARED_DATA} (only full-dataset checks need it)")
+        pytest.skip(f"full dev data not found at {SHARED_DATA} (set GRACE_DATA_DIR; only full-dataset checks need it)")
     return SHARED_DATA
 
 

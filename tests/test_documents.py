@@ -107,7 +107,7 @@ def test_real_quality_articles_are_chunked(quality_sample: Path) -> None:
 
 @pytest.mark.slow
 def test_full_dev_files_are_accepted(shared_data: Path) -> None:
-    """Every line of the full dev files (only where ../shared/data exists)."""
+    """Every line of the full dev files (only where the machine has them: GRACE_DATA_DIR)."""
     qasper = parse_batch((shared_data / "qasper" / "qasper_dev.jsonl").read_bytes(), "qasper_dev.jsonl")
     assert (qasper.documents.height, qasper.questions.height, qasper.skipped) == (281, 1005, ())
     quality = parse_batch((shared_data / "quality" / "quality_dev_subset.jsonl").read_bytes(), "quality_dev_subset.jsonl")

@@ -153,7 +153,7 @@ def record_in_lake(settings: GraceSettings, records: pl.DataFrame, *, command: s
 @eval_app.command("qa")
 def qa(
     dataset: str = typer.Option(..., "--dataset", help="qasper or quality."),
-    data: Path = typer.Option(..., "--data", help="JSONL file with the schema of ../shared/data (QASPER or QuALITY lines)."),
+    data: Path = typer.Option(..., "--data", help="JSONL file of QASPER/QuALITY dev lines (the schema of QASPER v0.3 or QuALITY v1.0.1, as published)."),
     out: Path = typer.Option(..., "--out", help="Output folder: report.md, metrics.json, qa_metrics.png."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N documents."),
     backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
@@ -193,7 +193,7 @@ def qa(
 
 @eval_app.command("expansion")
 def expansion(
-    data: Path = typer.Option(..., "--data", help="JSONL file of QASPER lines (the schema of ../shared/data)."),
+    data: Path = typer.Option(..., "--data", help="JSONL file of QASPER dev lines (the schema of QASPER v0.3, as published)."),
     out: Path = typer.Option(..., "--out", help="Output folder: report.md, metrics.json, expansion_rounds.png, confusion.png."),
     papers: Optional[int] = typer.Option(None, "--papers", min=1, help="Only the first N papers."),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Expansion rounds after round 0 (held-out sections are split into this many batches)."),
