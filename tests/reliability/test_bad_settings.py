@@ -210,6 +210,8 @@ def test_a_run_option_out_of_range_is_one_line(tmp_path: Path, monkeypatch, caps
 # silently taken for the lake. (variable, value, command key of command_args, words of the line)
 EXTREME_PROBES: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("GRACE_SQL_TIMEOUT_S", "1e300", "sql", ("less than or equal to 86400",)),
+    ("GRACE_SQL_MEMORY_LIMIT", "99999999999TB", "sql", ("must be between 16MB and 1000TB",)),
+    ("GRACE_SQL_MEMORY_LIMIT", "1KB", "sql", ("must be between 16MB and 1000TB",)),
     ("GRACE_VACUUM_RETENTION_HOURS", str(10**12), "vacuum", ("less than or equal to 87660",)),
     ("GRACE_DASK_ADDRESS", "tcp://scheduler:99999", "sql", ("port in 1-65535",)),
     ("GRACE_DASK_ADDRESS", "not an address", "sql", ("expected a Dask scheduler address",)),
