@@ -28,10 +28,12 @@ import json
 from itertools import count
 from time import monotonic
 from typing import Annotated, Literal, Optional
+from uuid import UUID
 
 import polars as pl
 import pydantic
 from prefect import flow, get_run_logger
+from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput, keyset_from_paused_state
@@ -51,6 +53,7 @@ from storage.lake import Lake
 PENDING = "leave pending"
 Choice = Literal["confirm", "reject", "abstain", "leave pending"]
 PASSAGE_CHARS = 600
+NOT_RECORDED = "Not recorded, please correct:"
 
 
 class _Packet(pydantic.BaseModel):
@@ -70,30 +73,63 @@ def _clip(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def packet_markdown(context: pl.DataFrame, problem: str | None = None) -> str:
-    """The packet as markdown, one section per claim (shown above the form); ``problem``, the
-    reason the last answer was refused, first."""
-    parts = [f"**Not recorded, please correct:** {problem}"] if problem else []
-    parts.append(f"## Review packet: {context.height} claim{'s' if context.height != 1 else ''}\n"
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _rounds(context: pl.DataFrame) -> str:
+    """``round 3``, or ``rounds 2–3`` for a packet of claims deferred in several rounds."""
+    low, high = int(context["round"].min()), int(context["round"].max())
+    return f"round {low}" if low == high else f"rounds {low}–{high}"
+
+
+def packet_name(reviewer: str, context: pl.DataFrame) -> str:
+    """The run's name, for whom and what it is: ``review alice · round 3 · 5 claims``."""
+    return f"review {reviewer} · {_rounds(context)} · {_plural(context.height, 'claim')}"
+
+
+def packet_markdown(reviewer: str, context: pl.DataFrame, problem: str | None = None) -> str:
+    """What is shown above the form: ``problem`` (why the last answer was not recorded) first,
+    then whose packet it is and how to answer. It stays short: the V1 UI draws it in a box that
+    shrinks to what the form leaves of the dialog, so the evidence is in each claim's field."""
+    parts = [f"**{NOT_RECORDED}** {problem}"] if problem else []
+    parts.append(f"## Review packet of {reviewer}: {_plural(context.height, 'claim')}, {_rounds(context)}\n"
                  "Answer each claim with **confirm**, **reject** or **abstain**; **leave pending** keeps it for later. "
                  "A note goes with a verdict. Your reviewer key (from `grace reviewer add`) goes last: it proves the "
                  "answers are yours, and it is checked, never stored.")
-    for i, r in enumerate(context.iter_rows(named=True), start=1):
-        confidence = "—" if r["confidence"] is None else f"{r['confidence']:.2f}"
-        parts.append(
-            f"### Claim {i}\n> {_clip(r['claim'], 1000)}\n\n"
-            f"- **status** {r['status'] or '—'} · **confidence** {confidence} · round {r['round']} · due {r['deadline'] or '—'}"
-            f"{' (overdue)' if r['overdue'] else ''}\n"
-            f"- **source passage** ({r['source'] or '—'}): {_clip(r['source_passage'], PASSAGE_CHARS)}\n"
-            f"- **nearest prior**: {_clip(r['nearest_prior'], PASSAGE_CHARS)}\n"
-            f"- document `{r['doc_id']}` · claim `{r['claim_id']}`"
-        )
     return "\n\n".join(parts)
+
+
+def _when(deadline: str | None) -> str:
+    """A packet's deadline (``2026-12-09T03:34:49Z``) as a person reads it: ``2026-12-09 03:34 UTC``."""
+    return "—" if not deadline else f"{deadline[:10]} {deadline[11:16]} UTC"
+
+
+def claim_evidence(r: dict) -> str:
+    """What a reviewer needs to judge one claim (a row of the packet's context): the claim, its
+    status, confidence and due date, the passage it was decomposed from and its nearest prior,
+    shown as the description of the claim's field. One paragraph per item, and no markdown
+    beyond paragraphs: the V1 UI renders it as markdown, the V2 UI as plain text."""
+    confidence = "—" if r["confidence"] is None else f"{r['confidence']:.2f}"
+    due = f"{_when(r['deadline'])}{' (overdue)' if r['overdue'] else ''}"
+    return "\n\n".join([
+        f"“{_clip(r['claim'], 1000)}”",
+        f"Status: {r['status'] or '—'} · confidence {confidence} · round {r['round']} · due {due}.",
+        f"Source passage ({r['source'] or '—'}): {_clip(r['source_passage'], PASSAGE_CHARS)}",
+        f"Nearest prior: {_clip(r['nearest_prior'], PASSAGE_CHARS)}",
+        f"Document {r['doc_id']} · claim {r['claim_id']}.",
+    ])
+
+
+NOTHING_ANSWERED = (f"nothing was answered: every claim is still '{PENDING}'. Pick confirm, reject or abstain for at least "
+                    "one claim; to answer later, close this form (the run waits, paused, until the review deadline), "
+                    "or cancel the run to hand the packet back")
 
 
 class _PacketAnswer(RunInput):
     """A submitted packet: ``claim_<i>`` and ``note_<i>`` per claim, and the reviewer's ``key``;
-    a note needs a verdict."""
+    a note needs a verdict, and at least one claim needs a verdict: a form submitted with
+    nothing answered (often a slip of the Submit button) does not end the packet."""
 
     @model_validator(mode="after")
     def _notes_have_verdicts(self) -> _PacketAnswer:
@@ -103,22 +139,30 @@ class _PacketAnswer(RunInput):
         if lonely:
             raise ValueError(f"claim {', '.join(lonely)}: a note was written but the verdict is still '{PENDING}'; "
                              "pick confirm, reject or abstain, or clear the note")
+        if all(v == PENDING for k, v in values.items() if k.startswith("claim_")):
+            raise ValueError(NOTHING_ANSWERED)
         return self
 
 
-def packet_form(context: pl.DataFrame, problem: str | None = None, answers: dict | None = None) -> type[RunInput]:
+def packet_form(reviewer: str, context: pl.DataFrame, problem: str | None = None, answers: dict | None = None) -> type[RunInput]:
     """The :class:`~prefect.input.RunInput` form of one packet: ``claim_<i>`` (a select of
-    confirm, reject, abstain, leave pending; the last preselected) and ``note_<i>`` per claim
-    i = 1…n, then the required ``key`` (a password field, never prefilled), with the context
-    (and ``problem``) as description and ``answers`` filled in."""
+    confirm, reject, abstain, leave pending; the last preselected; its description the claim's
+    evidence, :func:`claim_evidence`) and ``note_<i>`` per claim i = 1…n, then the required
+    ``key`` (a password field, never prefilled), with whose packet it is (and ``problem``) as
+    description and ``answers`` filled in. The same packet gives the same fields, titles and
+    descriptions whatever ``problem`` and ``answers`` are, but for the defaults and ``problem``
+    at the head of the first claim's description (where the V1 UI shows it)."""
     answers = answers or {}
     fields: dict[str, tuple] = {}
-    for i, text in enumerate(context["claim"].to_list(), start=1):
-        fields[f"claim_{i}"] = (Choice, Field(answers.get(f"claim_{i}", PENDING), title=f"Claim {i}", description=_clip(text, 300)))
+    for i, r in enumerate(context.iter_rows(named=True), start=1):
+        evidence = claim_evidence(r)
+        if problem and i == 1:  # the V1 UI squeezes the description above the form to nothing: the reason leads the form too
+            evidence = f"{NOT_RECORDED} {problem}\n\n{evidence}"
+        fields[f"claim_{i}"] = (Choice, Field(answers.get(f"claim_{i}", PENDING), title=f"Claim {i}", description=evidence))
         fields[f"note_{i}"] = (str, Field(answers.get(f"note_{i}", ""), title=f"Note on claim {i}"))
     fields["key"] = (SecretStr, Field(..., title="Reviewer key", description="The key `grace reviewer add` printed for you."))
     form = pydantic.create_model("ReviewPacket", __base__=_PacketAnswer, **fields)
-    return form.with_initial_data(description=packet_markdown(context, problem))  # answers as defaults: with_initial_data would drop titles
+    return form.with_initial_data(description=packet_markdown(reviewer, context, problem))  # answers as defaults: with_initial_data would drop titles
 
 
 def refusal(exc: ValidationError) -> str:
@@ -164,7 +208,7 @@ def wait_for_answer(lake: Lake, reviewer: str, context: pl.DataFrame, timeout_s:
     for pause in count(1):
         pause_key = f"review-{pause}"
         try:
-            answer = pause_flow_run(wait_for_input=packet_form(context, problem, answers), timeout=timeout_s,
+            answer = pause_flow_run(wait_for_input=packet_form(reviewer, context, problem, answers), timeout=timeout_s,
                                     poll_interval=poll_seconds, key=pause_key)
         except ValidationError as exc:
             forget_answer(pause_key)
@@ -181,6 +225,13 @@ def wait_for_answer(lake: Lake, reviewer: str, context: pl.DataFrame, timeout_s:
         logger.warning("review form refused, paused again: %s", problem)
 
 
+def name_run(run_id: UUID, name: str) -> None:
+    """Rename this run: the server names a run at random ("omega174-serpentis-mass"); a paused
+    packet in the run list should say whose it is and what it holds."""
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_name(run_id, name)
+
+
 @flow(name="review_packet", log_prints=True)
 def review_packet(params: PacketParams) -> dict:
     """Show the reviewer's next packet as a form, wait for it (up to the review deadline), and
@@ -188,13 +239,15 @@ def review_packet(params: PacketParams) -> dict:
     settings = params.settings()
     logger = get_run_logger()
     lake = open_lake(settings)
+    run_id = FlowRunContext.get().flow_run.id
     pending = pending_for(lake, params.reviewer, timestamp(None)).head(settings.packet_size)
     if pending.height == 0:
+        name_run(run_id, f"review {params.reviewer} · nothing waiting")
         logger.info("no claims waiting for %s", params.reviewer)
         return {"claims": 0, "recorded": 0}
     roles, _ = roles_with_cache(settings, lake, int(pending["round"].max()))
     context = review_context(lake, roles, pending)
-    run_id = FlowRunContext.get().flow_run.id
+    name_run(run_id, packet_name(params.reviewer, context))
     started = monotonic()
     answer = wait_for_answer(lake, params.reviewer, context, int(settings.deadline_hours * 3600), params.poll_seconds)
     source = f"ui:{run_id}"
