@@ -73,7 +73,7 @@ class ModelConfig(BaseModel):
     output_cost_per_token: float | None = Field(
         None, ge=0, le=1, description="USD per completion token for models litellm has no price for (at most $1)."
     )
-    seed: int = Field(0, description="Seed of every sampled choice (offline responder, hallucinations, litellm seed).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of every sampled choice (offline responder, hallucinations, litellm seed).")
 
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one forward pass of the offline embedder (at most 4,096).")
     embed_batch_tokens: int = Field(

@@ -61,8 +61,13 @@ class SentenceModel:
         self.dim = int(config["hidden_size"])
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text, ``[CLS] … [SEP]``, at most ``max_seq_length`` of them."""
-        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+        """Token ids of each text, ``[CLS] … [SEP]``, at most ``max_seq_length`` of them. Each
+        text is first cut to ``max_seq_length × 101`` characters: WordPiece makes one token at
+        least of every word of at most 100 characters (a longer word is one ``[UNK]``), so the
+        tokens kept come from that prefix (but after runs of whitespace), and the tokenizer never
+        holds a whole 60 MB text in memory (it asked for 957 MB and aborted the process)."""
+        cut = self.max_seq_length * 101
+        return [e.ids for e in self._tokenizer.encode_batch([t[:cut] for t in texts])]
 
     def __call__(self, ids: Sequence[Sequence[int]], *, bfloat16: bool = False) -> Any:
         """Unit vectors (a ``dim``-wide float32 tensor) of texts of one token count (``ids``:
