@@ -8,12 +8,20 @@ Each deployment is named for what it does (``prefect deployment ls`` lists ``flo
 - one deployment per flow with no schedule (``ingest_batch/ingest-batch``, …), run from the UI's
   Run form or ``prefect deployment run`` with the flow's typed parameters.
 
+A scheduled deployment runs one run at a time, and a run due while another is running is
+cancelled (Prefect's deployment concurrency limit 1, collision strategy ``CANCEL_NEW``): after a
+downtime, the runs missed meanwhile start together and all but one end Cancelled ("Deployment
+concurrency limit reached."), so a restart runs one round and one inbox scan, not one per missed
+slot. Its description says its schedule in words (the deployment list shows a cron string, or
+"+1" for a second schedule).
+
 ``grace serve`` serves them from one process; ``prefect.yaml`` declares the same deployments for
 a ``process`` work pool (``prefect deploy --all``).
 """
 
 from __future__ import annotations
 
+from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.deployments.runner import RunnerDeployment
 from prefect.schedules import Cron, Interval
 from prefect.types.entrypoint import EntrypointType
@@ -36,35 +44,83 @@ ON_DEMAND = {
     "score-round": (score_round, "Score stage of a round: settle reviewed claims, then score every claim."),
     "dispatch-reviews": (dispatch_reviews, "Dispatch stage of a round: defer boundary claims to reviewers within the budget."),
     "ingest-verdicts": (ingest_verdicts, "Read the verdict files returned to the review inbox."),
-    "review-packet": (review_packet, "A reviewer's next claims as a form: pick a verdict per claim, then Resume."),
+    "review-packet": (review_packet, (
+        "Your next claims to review as a form. Run it with your name as Reviewer; your packet is the run named "
+        "'review YOUR-NAME · round N · K claims' (Runs, or this deployment's Runs tab), Paused. Open it, click Resume, "
+        "pick a verdict per claim (each with its passage and nearest prior), type your reviewer key, Submit.")),
     "expansion-round": (expansion_round, "One expansion round now: verdicts, new batches, build, score, dispatch."),
 }
-DESCRIPTIONS = {
-    NIGHTLY: "One expansion round every night (GRACE_NIGHTLY_CRON in GRACE_TIMEZONE).",
-    INBOX_WATCHER: "Ingest every new batch of the inbox (GRACE_INBOX) every GRACE_INBOX_INTERVAL_S seconds.",
-    MAINTENANCE: "Compact the lake's tables, then vacuum the replaced files (GRACE_MAINTENANCE_CRON in GRACE_TIMEZONE).",
-    **{name: text for name, (_, text) in ON_DEMAND.items()},
-}
+ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
+"""A scheduled deployment's runs: one at a time, and a run due meanwhile is cancelled."""
+CATCH_UP = " One run at a time: after a downtime one missed run starts and the others end Cancelled."
+WEEKDAYS = {**{str(i): day for i, day in enumerate(["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"])},
+            "7": "Sunday"}
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def interval_in_words(seconds: int) -> str:
+    """``300`` → ``every 5 minutes``; ``3600`` → ``every hour``; ``90`` → ``every 90 seconds``."""
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds % size == 0:
+            n = seconds // size
+            return f"every {unit}" if n == 1 else f"every {_plural(n, unit)}"
+    return f"every {_plural(seconds, 'second')}"
+
+
+def cron_in_words(cron: str, timezone: str) -> str:
+    """A cron schedule as a person reads it: ``0 5 * * 0`` → ``every Sunday at 05:00 (UTC)``.
+    Fixed minute and hour on every day, some weekdays or one day of the month are said in words;
+    any other schedule is quoted as cron."""
+    fields = cron.split()
+    if len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit() and fields[3] == "*":
+        minute, hour, day, _, weekday = fields
+        at = f"at {int(hour):02d}:{int(minute):02d} ({timezone})"
+        if day == "*" and weekday == "*":
+            return f"every day {at}"
+        if day == "*" and all(part in WEEKDAYS for part in weekday.split(",")):
+            return f"every {' and '.join(WEEKDAYS[p] for p in weekday.split(','))} {at}"
+        if day == "*" and "-" in weekday and all(p in WEEKDAYS for p in weekday.split("-", 1)):
+            first, last = weekday.split("-", 1)
+            return f"{WEEKDAYS[first]} to {WEEKDAYS[last]} {at}"
+        if day.isdigit() and weekday == "*":
+            return f"on day {int(day)} of every month {at}"
+    return f"on cron `{cron}` ({timezone})"
+
+
+def descriptions(config: ScheduleConfig) -> dict[str, str]:
+    """Every deployment's description; a scheduled one says its schedule in words."""
+    return {
+        NIGHTLY: f"One expansion round {cron_in_words(config.nightly_cron, config.timezone)} (GRACE_NIGHTLY_CRON).{CATCH_UP}",
+        INBOX_WATCHER: (f"Ingest every new batch of the inbox (GRACE_INBOX) {interval_in_words(config.inbox_interval_s)} "
+                        f"(GRACE_INBOX_INTERVAL_S).{CATCH_UP}"),
+        MAINTENANCE: (f"Compact the lake's tables, then vacuum the replaced files: "
+                      f"{cron_in_words(config.maintenance_cron, config.timezone)} (GRACE_MAINTENANCE_CRON).{CATCH_UP}"),
+        **{name: text for name, (_, text) in ON_DEMAND.items()},
+    }
 
 
 def grace_deployments(config: ScheduleConfig) -> list[RunnerDeployment]:
-    """The scheduled deployments (schedules from ``config``), then one on-demand deployment per flow.
-    Entrypoints are module paths (``flows.expansion.expansion_round``): the installed package,
-    wherever the process runs from."""
+    """The scheduled deployments (schedules from ``config``, one run at a time), then one
+    on-demand deployment per flow. Entrypoints are module paths (``flows.expansion.expansion_round``):
+    the installed package, wherever the process runs from."""
     module = EntrypointType.MODULE_PATH
+    text = descriptions(config)
+    scheduled = {"tags": ["grace", "scheduled"], "entrypoint_type": module, "concurrency_limit": ONE_AT_A_TIME}
     return [
         expansion_round.to_deployment(
-            NIGHTLY, schedule=Cron(config.nightly_cron, timezone=config.timezone), description=DESCRIPTIONS[NIGHTLY],
-            tags=["grace", "scheduled"], entrypoint_type=module,
+            NIGHTLY, schedule=Cron(config.nightly_cron, timezone=config.timezone), description=text[NIGHTLY], **scheduled,
         ),
         watch_inbox.to_deployment(
             INBOX_WATCHER, schedule=Interval(config.inbox_interval_s), parameters={"params": {}},
-            description=DESCRIPTIONS[INBOX_WATCHER], tags=["grace", "scheduled"], entrypoint_type=module,
+            description=text[INBOX_WATCHER], **scheduled,
         ),
         maintain_lake.to_deployment(
             MAINTENANCE, schedule=Cron(config.maintenance_cron, timezone=config.timezone), parameters={"params": {}},
-            description=DESCRIPTIONS[MAINTENANCE], tags=["grace", "scheduled"], entrypoint_type=module,
+            description=text[MAINTENANCE], **scheduled,
         ),
-        *(f.to_deployment(name, description=text, tags=["grace", "on-demand"], entrypoint_type=module)
-          for name, (f, text) in ON_DEMAND.items()),
+        *(f.to_deployment(name, description=text[name], tags=["grace", "on-demand"], entrypoint_type=module)
+          for name, (f, _) in ON_DEMAND.items()),
     ]

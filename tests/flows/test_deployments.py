@@ -76,6 +76,15 @@ def test_deployments_have_their_names_schedules_and_parameter_forms() -> None:
     assert (maintenance.cron, maintenance.timezone) == ("0 5 * * 0", "UTC")
     assert all(not d.schedules for d in deps.values() if "on-demand" in d.tags)
     assert all(d.description for d in deps.values())  # every deployment says what it does
+    # a schedule in words (the list shows a cron string or "+1"), one run at a time: missed runs collapse
+    assert "every day at 02:00 (UTC)" in deps["expansion_round/nightly-expansion"].description
+    assert "every 5 minutes" in deps["watch_inbox/inbox-watcher"].description
+    assert "every Sunday at 05:00 (UTC)" in deps["maintain_lake/lake-maintenance"].description
+    for d in deps.values():
+        limit = d.concurrency_limit if "scheduled" in d.tags else None
+        assert (limit, d.concurrency_options and d.concurrency_options.collision_strategy.value) == (
+            (1, "CANCEL_NEW") if "scheduled" in d.tags else (None, None)), d.name
+    assert "'review YOUR-NAME · round N · K claims'" in deps["review_packet/review-packet"].description  # how to find your packet
     for name, d in deps.items():  # entrypoints load from the installed package, wherever the process runs
         assert load_flow_from_entrypoint(d.entrypoint).name == d.flow_name, name
     # the UI renders a typed form per flow, required fields first, only what the flow uses
@@ -124,6 +133,9 @@ def test_schedules_come_from_the_grace_settings(monkeypatch: pytest.MonkeyPatch)
     maintenance = deps["maintain_lake/lake-maintenance"].schedules[0].schedule
     assert (maintenance.cron, maintenance.timezone) == ("0 12 1 * *", "Europe/Paris")
     assert deps["watch_inbox/inbox-watcher"].schedules[0].schedule.interval == timedelta(seconds=60)
+    assert "Monday to Friday at 03:30 (Europe/Paris)" in deps["expansion_round/nightly-expansion"].description
+    assert "on day 1 of every month at 12:00 (Europe/Paris)" in deps["maintain_lake/lake-maintenance"].description
+    assert "every minute" in deps["watch_inbox/inbox-watcher"].description
     monkeypatch.setenv("GRACE_TIMEZONE", "Mars/Olympus")
     with pytest.raises(InvalidSettings, match='Invalid timezone: "Mars/Olympus"'):
         build_settings()
