@@ -121,10 +121,14 @@ def rotation_slots(n: int, round_id: int, i: int, k: int) -> list[int]:
     return order
 
 
-def mean_review_seconds(verdicts: pl.DataFrame, humans: Sequence[str], default: float) -> float:
+def mean_review_seconds(verdicts: pl.DataFrame, humans: Sequence[str], default: float, most: float = 86_400) -> float:
     """Mean ``seconds_spent`` per verdict of the human reviewers ``humans`` so far
-    (``verdicts``: ``reviewer, seconds_spent``); ``default`` when they have no timed verdict."""
-    spent = verdicts.filter(pl.col("reviewer").is_in(list(humans)) & pl.col("seconds_spent").is_not_null())["seconds_spent"]
+    (``verdicts``: ``reviewer, seconds_spent``); ``default`` when they have no timed verdict.
+    Times over ``most`` seconds (24 h, the bound every channel now keeps) are left out: a value
+    stored before that bound (1e308) would otherwise set the mean and every review cost."""
+    spent = verdicts.filter(
+        pl.col("reviewer").is_in(list(humans)) & pl.col("seconds_spent").is_not_null() & (pl.col("seconds_spent") <= most)
+    )["seconds_spent"]
     return float(spent.mean()) if len(spent) else float(default)
 
 

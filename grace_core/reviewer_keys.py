@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from grace_core.errors import UnprovenReviewer
 from grace_core.identifiers import id_problem
-from grace_core.verdict_files import verdict_file_kind
+from grace_core.verdict_files import RepeatedKey, unique_keys, verdict_file_kind
 
 KEY_PREFIX = "grk_"
 CSV_MARK = b"# grace-signature"
@@ -122,7 +122,9 @@ def _parse_line(name: str, csv: bool, line: bytes) -> Signature | None:
         reviewer, key_id, mac = (g.decode("ascii", "replace") for g in m.groups())
     else:
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=unique_keys)
+        except RepeatedKey:
+            raise malformed from None  # two "reviewer"s or "hmac_sha256"s: which one signed is a guess
         except (ValueError, RecursionError):
             return None
         if not isinstance(obj, dict) or JSON_MARK not in obj:

@@ -60,7 +60,7 @@ class InvalidVerdictFile(InvalidVerdicts):
     (no header), a header naming a column twice, or over a size limit."""
 
 
-class _RepeatedKey(ValueError):
+class RepeatedKey(ValueError):
     """A JSON object names ``key`` twice (raised from inside :func:`json.loads`)."""
 
     def __init__(self, key: str):
@@ -207,13 +207,13 @@ def _count_row(name: str, counted: int, limits: InputLimits) -> int:
     return counted + 1
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """A JSON object's pairs as a dict; :class:`_RepeatedKey` when a key comes twice (json's
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; :class:`RepeatedKey` when a key comes twice (json's
     default keeps the last value silently)."""
     obj: dict = {}
     for key, value in pairs:
         if key in obj:
-            raise _RepeatedKey(key)
+            raise RepeatedKey(key)
         obj[key] = value
     return obj
 
@@ -233,8 +233,8 @@ def _parse_jsonl(name: str, text: str, limits: InputLimits) -> ParsedFile:
             bad.append(BadRow(name, number, "malformed line: not UTF-8 text", raw))
             continue
         try:
-            obj = json.loads(line, object_pairs_hook=_unique_keys)
-        except _RepeatedKey as exc:
+            obj = json.loads(line, object_pairs_hook=unique_keys)
+        except RepeatedKey as exc:
             bad.append(BadRow(name, number, f"ambiguous line: the key {shown(exc.key)} appears more than once in one object", raw))
             continue
         except json.JSONDecodeError as exc:

@@ -28,7 +28,7 @@ from flows.runtime import roles_with_cache, timestamp
 from flows.settings import build_settings
 from flows.verdicts import ingest_verdict_file, pending_for, record_verdicts, review_context, write_packets
 from grace_core.identifiers import check_id
-from grace_core.verdict_files import VerdictRow
+from grace_core.verdict_files import MAX_SECONDS_SPENT, VerdictRow
 from storage.lake import Lake
 from storage.review_files import read_verdict_file
 
@@ -118,14 +118,14 @@ def review(
         note = typer.prompt("  note (optional)", default="", show_default=False).strip() or None
         verdict = VerdictRow(
             file=source, line=i, claim_id=row["claim_id"], reviewer=reviewer, verdict=answer, doc_id=row["doc_id"],
-            round=row["round"], seconds_spent=round(monotonic() - started, 3), note=note,
+            round=row["round"], seconds_spent=round(min(monotonic() - started, MAX_SECONDS_SPENT), 3), note=note,
             raw=json.dumps({"claim_id": row["claim_id"], "verdict": answer, "note": note}),
         )
         key = f"review/terminal/{reviewer}/round={row['round']}/{row['claim_id']}"
         report = record_verdicts(target, key, source, [verdict], [], "terminal", timestamp(None), author=reviewer)
         if report.recorded:
             counts["recorded"] += 1
-            typer.echo(f"  recorded: {answer} ({verdict.seconds_spent:.0f} s)")
+            typer.echo(f"  recorded: {answer} ({verdict.seconds_spent:.0f} s){' after its deadline (counted)' if report.late else ''}")
         else:
             counts["refused"] += 1
             reason = report.bad[0].reason if report.bad else "already recorded"

@@ -110,6 +110,10 @@ def test_signature_lines_split_off_and_replace(name: str, body: str) -> None:
     assert split_signed(name, body.encode()) == (body.encode(), None)
     with pytest.raises(UnprovenReviewer, match="not its last line"):
         split_signed(name, once + b"c:2,reject,alice\n" if name.endswith(".csv") else once + b'{"claim_id": "c:2"}\n')
+    if name.endswith(".jsonl"):  # a signature naming two reviewers is malformed, not the last one's
+        twice = payload + f'{{"grace_signature": {{"reviewer": "bob", "reviewer": "alice", "key_id": "k1", "hmac_sha256": "{signature.hmac_sha256}"}}}}\n'.encode()
+        with pytest.raises(UnprovenReviewer, match="malformed"):
+            split_signed(name, twice)
 
 
 # the registry

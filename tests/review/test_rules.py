@@ -87,6 +87,8 @@ def test_expected_seconds_come_from_the_human_pools_history() -> None:
     })
     assert mean_review_seconds(history, ["alice", "bob"], default=30.0) == pytest.approx(30.0)  # (10+20+60)/3
     assert mean_review_seconds(history, ["dave"], default=30.0) == 30.0  # no history: the default
+    poisoned = pl.concat([history, pl.DataFrame({"reviewer": ["alice"], "seconds_spent": [1e308]})])
+    assert mean_review_seconds(poisoned, ["alice", "bob"], default=30.0) == pytest.approx(30.0)  # stored before the 24 h bound: left out
     # t(c) = mean × expected human reviewers per claim
     assert expected_review_seconds(["alice", "bob", VERIFIER], overlap=1, mean_seconds=30.0) == pytest.approx(20.0)
     assert expected_review_seconds(["alice", "bob", VERIFIER], overlap=3, mean_seconds=30.0) == pytest.approx(60.0)
