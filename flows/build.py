@@ -5,7 +5,10 @@ A document whose model items failed or were capped is not committed (nor any par
 it): it stays without claims, so the next build redoes it, the cache answering every call that
 succeeded. Failed items end the flow Failed with :class:`~grace_core.errors.ModelCallsFailed`
 (after the chunks commit what they built and every call record); capped items are a WARNING
-with the amounts and are listed in the flow's result."""
+with the amounts and are listed in the flow's result. A document whose own content broke a
+stage (:data:`~grace_core.build.UNPROCESSABLE`) is an ERROR line naming it and the error, listed
+in the result's ``unprocessable``; it stays unbuilt and the round goes on with the others, so
+one document never stops every round of the lake."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from flows.queries import question_responses
 from flows.runtime import open_lake, roles_with_cache, stage_row, timestamp, warm_up
 from flows.settings import GraceSettings
 from flows.tasks import grace_task
-from grace_core.build import build_documents
+from grace_core.build import UNPROCESSABLE, build_documents
 from grace_core.documents import content_id
 from grace_core.errors import ModelCallsFailed
 from grace_core.models.failures import describe_failures
@@ -96,9 +99,14 @@ def build_graphs(params: BuildParams) -> dict:
     logger.info("round %d: built %d documents in %d tasks (%d claims, %d edges)", params.round_id, total["documents"], len(chunks), total["claims"], total["edges"])
     failures = [f for r in results for f in r["failures"]]  # (doc_id, role, outcome, error)
     unbuilt = sorted({f[0] for f in failures})
+    unprocessable = [f for f in failures if f[2] == UNPROCESSABLE]
+    failures = [f for f in failures if f[2] != UNPROCESSABLE]
     capped = [f for f in failures if f[2] == "capped"]
     total.update(unbuilt=len(unbuilt), failed_items=len(failures) - len(capped), capped_items=len(capped),
-                 spent_usd=sum(r["spent_usd"] for r in results))
+                 unprocessable=[f[0] for f in unprocessable], spent_usd=sum(r["spent_usd"] for r in results))
+    for doc_id, _, _, error in unprocessable:  # visible, and the round goes on with the other documents
+        logger.error("round %d: document %s could not be built and is left out of this round (tried again next round): %s",
+                     params.round_id, doc_id, error)
     if capped:
         logger.warning(
             "round %d: spend cap reached: $%.6f spent by the build against a cap of $%.6f per round; %d model items skipped "

@@ -120,6 +120,9 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
         with chunk_task_runner(settings) as runner:
             built = build_graphs.with_options(task_runner=runner)(stage)
             logger.info("build: %d documents, %d claims, %d edges", built["documents"], built["claims"], built["edges"])
+            if built.get("unprocessable"):
+                logger.error("build: %d documents could not be built and wait for the next round: %s", len(built["unprocessable"]),
+                             ", ".join(built["unprocessable"]))
             update_progress_artifact(progress, 60.0)
             score_round.with_options(task_runner=runner)(stage)
             logger.info("score: settled and scored round %d", round_id)

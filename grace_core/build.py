@@ -25,6 +25,7 @@ import polars as pl
 
 from grace_core.claims import claim_id
 from grace_core.documents import content_id
+from grace_core.errors import GraceError
 from grace_core.fan_out import run_all
 from grace_core.models.factory import ModelRoles
 from grace_core.models.roles import JudgeRequest, RespondRequest
@@ -38,6 +39,9 @@ RESPONSE_COLUMNS = {
 }
 TRUTH_COLUMNS = {"doc_id": pl.Utf8, "source_id": pl.Utf8, "corrupted": pl.Utf8, "original": pl.Utf8, "kind": pl.Utf8}
 FAILURE_COLUMNS = {"doc_id": pl.Utf8, "role": pl.Utf8, "outcome": pl.Utf8, "error": pl.Utf8}
+UNPROCESSABLE = "unprocessable"
+"""The failure outcome of a document whose own content broke a build stage (an exception that is
+not a model failure): it alone is left unbuilt, named with the error, and tried again next round."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,13 @@ class BuildResult:
 
     @property
     def failed(self) -> pl.DataFrame:
-        """The failures that are errors (not the spend cap)."""
-        return self.failures.filter(pl.col("outcome") != "capped")
+        """The failures that are model errors (not the spend cap, not an unprocessable document)."""
+        return self.failures.filter(~pl.col("outcome").is_in(["capped", UNPROCESSABLE]))
+
+    @property
+    def unprocessable(self) -> pl.DataFrame:
+        """The documents whose own content broke a stage (:data:`UNPROCESSABLE`)."""
+        return self.failures.filter(pl.col("outcome") == UNPROCESSABLE)
 
     @property
     def capped(self) -> pl.DataFrame:
@@ -223,8 +232,10 @@ def build_documents(
     document is decomposed as soon as its own responses are back and judged as soon as its own
     claims are, while the other documents' calls and embeddings go on; no stage waits for the
     slowest call of every document. The rows come in document order, the same whatever the
-    timing. The first exception (a model that refuses every request, …) stops the documents not
-    yet started and is raised once the started ones end."""
+    timing. The first model error (a model that refuses every request, the spend cap: a
+    :class:`~grace_core.errors.GraceError`) stops the documents not yet started and is raised once
+    the started ones end; any other exception of one document (its own content broke a stage) is
+    that document's :data:`UNPROCESSABLE` failure: it is left unbuilt and the others are built."""
     doc_ids = docs["doc_id"].to_list()
     if not doc_ids:
         return BuildResult(pl.DataFrame(schema=RESPONSE_COLUMNS), pl.DataFrame(schema=CLAIM_COLUMNS), pl.DataFrame(schema=EDGE_COLUMNS),
@@ -232,8 +243,15 @@ def build_documents(
 
     def one(doc_id: str) -> BuildResult:
         mine = pl.col("doc_id") == doc_id
-        return build_document(docs.filter(mine), passages.filter(mine), questions.filter(mine), roles, round_id=round_id,
-                              context_passages=context_passages, model=model)
+        try:
+            return build_document(docs.filter(mine), passages.filter(mine), questions.filter(mine), roles, round_id=round_id,
+                                  context_passages=context_passages, model=model)
+        except GraceError:
+            raise  # a model that refuses every request, the spend cap: the batch stops
+        except Exception as exc:  # noqa: BLE001 - this document's own content broke a stage: it alone stays unbuilt, named
+            reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+            return BuildResult(pl.DataFrame(schema=RESPONSE_COLUMNS), pl.DataFrame(schema=CLAIM_COLUMNS), pl.DataFrame(schema=EDGE_COLUMNS),
+                               pl.DataFrame(schema=TRUTH_COLUMNS), pl.DataFrame([_failure(doc_id, "build", UNPROCESSABLE, reason)], schema=FAILURE_COLUMNS))
 
     parts = _each(one, doc_ids, roles.documents_at_once)
     return BuildResult(*(pl.concat([getattr(p, name) for p in parts]) for name in ("responses", "claims", "edges", "corruptions", "failures")))

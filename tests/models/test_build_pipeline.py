@@ -165,3 +165,20 @@ def test_a_forked_child_starts_call_workers_of_its_own() -> None:
         os._exit(0 if call_workers(2).submit(lambda: 7).result() == 7 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_document_whose_content_breaks_a_stage_is_left_out_alone_and_named() -> None:
+    """One document must never stop the build of the others (issue "Nothing silently wrong"): a
+    document whose passage is not text (a null that got past its checks) breaks the segmenter;
+    it is an ``unprocessable`` failure naming the error, and the other documents are built as
+    they are without it."""
+    roles = build_roles(ModelConfig(torch_threads=1))
+    broken = PASSAGES.with_columns(text=pl.when(pl.col("source_id") == "p3").then(None).otherwise(pl.col("text")))
+    result = build_documents(DOCS, broken, QUESTIONS, roles, round_id=1, context_passages=2, model="offline")
+    assert result.unprocessable.select("doc_id", "role", "outcome").rows() == [("d2", "build", "unprocessable")]
+    assert result.unprocessable["error"][0].split(":")[0].endswith("Error") and result.failed.height == 0
+    assert result.incomplete == ["d2"] and "d2" not in result.claims["doc_id"].to_list()
+    alone = build_documents(DOCS.filter(pl.col("doc_id") != "d2"), PASSAGES, QUESTIONS, build_roles(ModelConfig(torch_threads=1)),
+                            round_id=1, context_passages=2, model="offline")
+    for name in ("responses", "claims", "edges"):
+        assert _rows(getattr(result, name)).equals(_rows(getattr(alone, name))), name
