@@ -339,6 +339,21 @@ class S3Store(Store):
         return options
 
 
+def waiting_names(store: Store, rel_dir: str) -> list[str]:
+    """Names of the files waiting directly inside ``rel_dir`` of ``store`` (an inbox), sorted:
+    its finished files and, in a local store, every other entry not hidden, a FIFO, device or
+    folder too, so that reading it is refused at once and it goes to quarantine with its reason
+    instead of lying there unseen."""
+    names = set(store.list_names(rel_dir))
+    if isinstance(store, LocalStore):
+        try:
+            with os.scandir(store.arrow_path(rel_dir)) as entries:
+                names.update(e.name for e in entries if not e.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+    return sorted(names)
+
+
 def _release_s3() -> None:
     """At exit, before pyarrow's handler shuts its S3 subsystem down (atexit runs the handlers
     last registered first): drop the stores' S3 filesystems and collect the garbage that still

@@ -8,14 +8,13 @@ leaves the inbox, so the watcher looks at each file once. Batches are read in bo
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from grace_core.errors import InvalidBatch
 from grace_core.limits import InputLimits
 from storage.bounded_io import move_file, read_bounded
 from storage.config import LakeConfig
-from storage.filesystem import LocalStore, Store, open_store
+from storage.filesystem import Store, open_store, waiting_names
 
 PROCESSED = "processed"
 QUARANTINE = "quarantine"
@@ -39,14 +38,7 @@ class Inbox:
         """Names of the batch files waiting in the inbox, sorted (arrival order by name). In a
         local inbox, a FIFO, device or folder named ``*.jsonl`` is one too: reading it is
         refused at once, so it goes to quarantine with its reason instead of lying there unseen."""
-        names = set(self.store.list_names(""))
-        if isinstance(self.store, LocalStore):
-            try:
-                with os.scandir(self.store.arrow_path("")) as entries:
-                    names.update(e.name for e in entries if not e.name.startswith("."))
-            except FileNotFoundError:
-                pass
-        return sorted(n for n in names if n.endswith(".jsonl"))
+        return [n for n in waiting_names(self.store, "") if n.endswith(".jsonl")]
 
     def read(self, name: str, limits: InputLimits) -> bytes:
         """The bytes of batch ``name`` (empty when it vanished meanwhile); :class:`InvalidBatch`

@@ -44,7 +44,7 @@ from grace_core.limits import InputLimits
 from grace_core.verdict_files import InvalidVerdictFile
 from storage.bounded_io import file_digest, move_file, read_bounded
 from storage.config import LakeConfig
-from storage.filesystem import LocalStore, Store, open_store
+from storage.filesystem import LocalStore, Store, open_store, waiting_names
 
 REVIEW = "review"
 OUTBOX = "review/outbox"
@@ -116,8 +116,9 @@ class ReviewArea:
         return [self.store.file_uri(csv_path), self.store.file_uri(jsonl_path)]
 
     def inbox_names(self) -> list[str]:
-        """Files waiting in the inbox, by name."""
-        return sorted(self.store.list_names(INBOX))
+        """Files waiting in the inbox, by name (a FIFO or device too: reading it is refused at
+        once, and it goes to the quarantine: :func:`storage.filesystem.waiting_names`)."""
+        return waiting_names(self.store, INBOX)
 
     def read_inbox(self, name: str, limits: InputLimits = InputLimits()) -> bytes:
         """The bytes of inbox file ``name`` (empty when it vanished meanwhile), read in bounded

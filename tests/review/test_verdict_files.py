@@ -173,6 +173,27 @@ def test_inbox_files_of_any_name_are_recorded_moved_and_quarantined(lake: Lake) 
     assert report.startswith("u" * 64 + ".") and "is not signed" in (review / "quarantine" / report).read_text()
 
 
+def test_a_fifo_in_the_review_inbox_is_quarantined_at_once_and_the_good_file_recorded(lake: Lake) -> None:
+    """Before, the verdict inbox listed regular files only: a FIFO lay there unseen (and one
+    read would block the scan forever)."""
+    import os
+    import threading
+
+    inbox = Path(lake.uri) / "review" / "inbox"
+    inbox.mkdir(parents=True)
+    os.mkfifo(inbox / "stalled.jsonl")
+    (inbox / "alice.jsonl").write_bytes(signed_as(lake, "alice", "alice.jsonl", jsonl(row("c:1"))))
+    done: list = []
+    scan = threading.Thread(target=lambda: done.append(ingest_review_inbox.fn(stage(lake, 2).settings(), T0)), daemon=True)
+    scan.start()
+    scan.join(60)
+    assert done, "the inbox scan blocked on the FIFO"
+    lines, problems, refused = done[0]
+    assert lines == ["alice.jsonl: 1 verdict recorded"] and len(refused) == 1 and "stalled.jsonl" in refused[0]
+    assert "not a regular file" in refused[0] or "FIFO" in refused[0], refused
+    assert list(inbox.iterdir()) == [] and votes(lake) == [("c:1", 1, "alice", "confirm", None)]
+
+
 # a quarantine that cannot be written
 
 
