@@ -60,7 +60,7 @@ import pyarrow as pa
 from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
 from grace_core.per_process import PerProcess
 from storage.catalog import PRIVATE_COLUMNS
-from storage.config import SIZE_PATTERN, LakeConfig
+from storage.config import SIZE_PATTERN, SIZE_UNITS, LakeConfig
 from storage.schemas import TABLES
 
 QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
@@ -84,8 +84,6 @@ KILL_GRACE_S = 2.0
 """Seconds past the timeout before the child is killed (DuckDB's own interrupt comes first)."""
 BATCH_ROWS = 65_536
 _SIZE = re.compile(SIZE_PATTERN)
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def size_bytes(text: str) -> int:
@@ -93,7 +91,7 @@ def size_bytes(text: str) -> int:
     m = _SIZE.match(text)
     if m is None:
         raise ValueError(f"not a size like 512MB or 2GB: {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    return int(float(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
 
 
 def _quote(text: str) -> str:
