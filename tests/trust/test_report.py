@@ -15,6 +15,7 @@ from grace_core.report_figures import precision_by_round, waiting_claims
 from storage.lake import Lake
 from tests.grace_cli import run_grace
 from tests.trust.conftest import T0, cid
+from tests.ui.desk import STABLE_SCREENS
 
 PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "reliability.png", "costs.png")
 
@@ -65,7 +66,8 @@ def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path
     assert "18 model calls, 3,960 tokens, $0.0360." in page
     # the reviewers' Dawid–Skene reliability the round stored, with the votes it rests on
     reviewers = page.split("<h2>Reviewers</h2>")[1].split("<h2>")[0]
-    assert "<th>reliability</th><th>reliability_overlap</th>" in reviewers and "Reviewer reliability" in reviewers  # 2 rounds × 3 roles × calls of 120, 220, 320 tokens and $0.001–0.003
+    assert '<th title="reliability">reliability</th><th title="reliability_overlap">votes it rests on</th>' in reviewers
+    assert "Reviewer reliability" in reviewers  # 2 rounds × 3 roles × calls of 120, 220, 320 tokens and $0.001–0.003
     waiting = page.split("<h2>Top Boundary claims waiting</h2>")[1]
     assert cid("paper-b", 6) in waiting and "<td>alice</td>" in waiting  # deferred, unanswered
     assert cid("paper-b", 5) in waiting  # the split vote was an abstain: still waiting
@@ -84,13 +86,52 @@ def test_report_shows_the_audited_precision(small_lake: Lake, tmp_path: Path, mo
     page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
     audited = page.split("<h2>Precision</h2>")[1].split("<h2>")[0]
     # round 1: one Grounded claim audited and confirmed (100%, Wilson [20.7%, 100%]), one Refuted audited and really false
-    assert "<tr><td>1</td><td>1</td><td>100.0%</td><td>20.7%</td><td>100.0%</td><td>1</td><td>100.0%</td><td>20.7%</td><td>100.0%</td>" in audited
+    assert "<tr><td>1</td><td>1</td><td>100.0%</td><td>20.7%</td><td>100.0%</td><td>1</td><td>100.0%</td><td>20.7%</td><td>100.0%</td></tr>" in audited
+    assert '<th title="n_audited_grounded">audited grounded</th><th title="grounded_precision">grounded precision</th>' in audited
 
 
 def test_report_of_a_missing_lake_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
     code, stdout, stderr = run_grace(monkeypatch, capsys, "report", "--lake", str(tmp_path / "none"), "--out", str(tmp_path / "r"))
     assert code == 2 and stderr.startswith("grace: error: no lake at") and stderr.count("\n") == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_report_reads_plainly(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Readable headers (the column's own name as tooltip), the metrics in two tables that fit,
+    the legend of PCR, KF, yield and cascade, whole-number ticks for counts, points on their
+    round's tick."""
+    from flows.lake_report import column_label, plot_precision, plot_reviewers, read_report_data
+
+    code, _, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(tmp_path / "r"))
+    assert code == 0, stderr
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert "<th>n_" not in page and ">yield_decided<" not in page
+    assert '<th title="n_documents">documents</th>' in page and '<th title="yield_decided">yield of decided</th>' in page
+    assert "PCR: share of the claims that are Grounded" in page and "Cascade: claims per document" in page
+    assert column_label("cum_audited_refuted") == "audited refuted (cumulative)"
+
+    captured = {}
+    monkeypatch.setattr("flows.lake_report.png_bytes", lambda fig: captured.setdefault("fig", fig) and b"png")
+    data = read_report_data(small_lake, top=4)
+    plot_reviewers(data.reviewers)
+    ticks = captured.pop("fig").axes[0].get_yticks()
+    assert all(t == int(t) for t in ticks), ticks  # verdicts are counted whole
+    plot_precision(data.precision, data.metrics)
+    points = [x for line in captured.pop("fig").axes[0].lines for x in line.get_xdata()]
+    assert points and all(x == int(x) for x in points), points  # each point on its round's tick
+
+
+def test_a_lake_without_model_calls_says_so_in_a_line(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
+    from flows.lake_report import plot_costs, report_files
+
+    assert plot_costs(pl.DataFrame(schema={"round": pl.Int64, "role": pl.Utf8, "tokens": pl.Int64})) is None
+    monkeypatch.setattr("flows.lake_report.costs_by_round", lambda calls: calls.head(0).select("round", "role").with_columns(
+        calls=pl.lit(0), failed=pl.lit(0), tokens=pl.lit(0), cost_usd=pl.lit(0.0)))
+    files = report_files(small_lake, top=4, generated=T0)
+    assert "costs.png" not in files and len(files) == len(PLOTS)  # index.html and the five plots with something to draw
+    page = files["index.html"].decode()
+    costs = page.split("<h2>Costs</h2>")[1].split("<h2>")[0]
+    assert "No model calls recorded (offline models make none)." in costs and "<img" not in costs and "<table" not in costs
 
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -107,7 +148,7 @@ def test_report_renders_in_headless_chromium_with_its_plots(small_lake: Lake, tm
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
             page.goto((out / "index.html").as_uri())
             page.wait_for_load_state("load")
             images = page.eval_on_selector_all("img", "els => els.map(e => [e.id, e.complete, e.naturalWidth, e.naturalHeight])")
@@ -115,8 +156,17 @@ def test_report_renders_in_headless_chromium_with_its_plots(small_lake: Lake, tm
             assert all(complete and w > 100 and h > 100 for _, complete, w, h in images), images
             assert page.title().startswith("GRACE report")
             assert page.locator("h2", has_text="Top Boundary claims waiting").is_visible()
+            # the page never scrolls sideways: a table wider than the page scrolls in its own box
+            assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+            boxes = page.eval_on_selector_all(".wide", "els => els.map(e => [e.clientWidth, e.scrollWidth, getComputedStyle(e).overflowX])")
+            width = page.evaluate("document.body.clientWidth")
+            assert all(client <= width and overflow == "auto" for client, _, overflow in boxes), boxes
+            metrics = page.eval_on_selector_all("h2 ~ .wide", "els => els.slice(0, 2).map(e => e.scrollWidth <= e.clientWidth)")
+            assert metrics == [True, True]  # the round metrics, in two tables, fit
             shot = out / "screenshot.png"
             page.screenshot(path=str(shot), full_page=True)
+            STABLE_SCREENS.mkdir(exist_ok=True)
+            (STABLE_SCREENS / "r01-report-1366.png").write_bytes(shot.read_bytes())
         finally:
             browser.close()
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
