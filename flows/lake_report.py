@@ -27,7 +27,9 @@ from typing import Any, Callable
 import polars as pl
 
 from flows.eval_reports import png_bytes, pyplot
-from grace_core.report_figures import costs_by_round, frontier_by_document, precision_by_round, reviewer_totals, waiting_claims
+from grace_core.report_figures import (
+    METRICS_LEGEND, column_label, costs_by_round, frontier_by_document, precision_by_round, reviewer_totals, waiting_claims,
+)
 from grace_core.round import claim_texts
 from grace_core.status import STATUSES
 from storage.lake import Lake
@@ -220,28 +222,6 @@ PLOTS: dict[str, tuple[str, Callable[[ReportData], bytes | None], str]] = {
 }
 """Each plot: file name → (alt text, drawing, the line shown instead when there is nothing to draw)."""
 
-COLUMN_LABELS = {
-    "doc_id": "document", "claim_id": "claim", "n_grounded": "Grounded", "n_boundary": "Boundary", "n_refuted": "Refuted",
-    "pcr": "PCR", "kf": "KF", "yield_decided": "yield of decided", "n_questions_rechecked": "questions rechecked",
-    "n_questions_answered": "questions answered", "share": "share confirmed", "cum_share": "share confirmed (cumulative)",
-    "n_decided": "decided", "cum_decided": "decided (cumulative)", "cum_confirmed": "confirmed (cumulative)",
-    "n_confirmed": "confirmed", "mean_seconds": "mean seconds", "reliability_overlap": "votes it rests on",
-    "cost_usd": "cost ($)", "n_verdicts": "verdicts", "fleiss_kappa": "Fleiss' kappa",
-    "refuted_false": "really false", "cum_refuted_false": "really false (cumulative)",
-}
-"""Readable table headers for the lake's column names (the name itself is the header's tooltip)."""
-
-
-def column_label(name: str) -> str:
-    """A column's header: :data:`COLUMN_LABELS`, else the name without ``n_``, ``cum_`` said
-    as "(cumulative)", underscores as spaces (``n_audited_grounded`` → ``audited grounded``)."""
-    if name in COLUMN_LABELS:
-        return COLUMN_LABELS[name]
-    cumulative = name.startswith("cum_")
-    words = name.removeprefix("cum_").removeprefix("n_").replace("_", " ")
-    return f"{words} (cumulative)" if cumulative else words
-
-
 def _cell(column: str, value: Any) -> str:
     """One value as shown: — for none, thousands separated, 3 decimals (4 for dollars)."""
     if value is None:
@@ -291,13 +271,6 @@ th{background:#f3f3f3;font-weight:600;vertical-align:bottom}td:last-child{text-a
 COVERAGE_COLUMNS = ("round", "n_documents", "n_claims", "n_grounded", "n_boundary", "n_refuted", "pcr", "kf", "cascade",
                     "n_questions_rechecked", "n_questions_answered")
 REVIEW_COLUMNS = ("round", "n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "yield_decided")
-LEGEND = ("PCR: share of the claims that are Grounded (prior coverage). KF: Boundary claims per document (the knowledge "
-          "frontier). Yield: share of the round's deferrals that reviewers confirmed; yield of decided: the same among "
-          "those decided (confirm or reject). Cascade: claims per document that turned from Boundary to Grounded since "
-          "the previous round without a confirm of their own.")
-"""One line that says what the round metrics mean (DESIGN §7), under their tables."""
-
-
 def _columns(df: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
     return df.select([c for c in columns if c in df.columns])
 
@@ -325,7 +298,7 @@ def render_html(data: ReportData, plots: dict[str, bytes | None], *, generated: 
 {html_table(_columns(data.metrics, COVERAGE_COLUMNS), percent=("pcr",))}
 <p class=note>Review of each round's deferrals:</p>
 {html_table(_columns(data.metrics, REVIEW_COLUMNS), percent=("yield", "yield_decided"))}
-<p class=note>{html.escape(LEGEND)}</p>
+<p class=note>{html.escape(METRICS_LEGEND)}</p>
 <h2>Frontier by document</h2>
 <p class=note>Claims per status at each document's latest scoring; most Boundary claims first.</p>
 {fig['frontier.png']}

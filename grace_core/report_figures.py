@@ -11,7 +11,11 @@ Each function takes the rows as the catalog gives them and returns a small table
 - :func:`reviewer_totals`: each reviewer's verdicts over all rounds;
 - :func:`costs_by_round`: model calls, tokens and dollars per round and role (``llm_calls``);
 - :func:`waiting_claims`: the Boundary claims not decided for good, highest priority first,
-  with the reviewers they are waiting on.
+  with the reviewers they are waiting on;
+
+and how they are said to a person: :func:`column_label` (a column's header in words) and
+:data:`METRICS_LEGEND` (what PCR, KF, yield and cascade mean), shared by the report page and
+the round's Prefect artifacts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,34 @@ import polars as pl
 
 from grace_core.intervals import wilson_interval
 from grace_core.status import BOUNDARY, STATUSES
+
+COLUMN_LABELS = {
+    "doc_id": "document", "claim_id": "claim", "n_grounded": "Grounded", "n_boundary": "Boundary", "n_refuted": "Refuted",
+    "pcr": "PCR", "kf": "KF", "yield_decided": "yield of decided", "n_questions_rechecked": "questions rechecked",
+    "n_questions_answered": "questions answered", "share": "share confirmed", "cum_share": "share confirmed (cumulative)",
+    "n_decided": "decided", "cum_decided": "decided (cumulative)", "cum_confirmed": "confirmed (cumulative)",
+    "n_confirmed": "confirmed", "mean_seconds": "mean seconds", "reliability_overlap": "votes it rests on",
+    "cost_usd": "cost ($)", "n_verdicts": "verdicts", "fleiss_kappa": "Fleiss' kappa",
+    "refuted_false": "really false", "cum_refuted_false": "really false (cumulative)",
+}
+"""Readable table headers for the lake's column names (the name itself is the header's tooltip)."""
+
+
+def column_label(name: str) -> str:
+    """A column's header: :data:`COLUMN_LABELS`, else the name without ``n_``, ``cum_`` said
+    as "(cumulative)", underscores as spaces (``n_audited_grounded`` → ``audited grounded``)."""
+    if name in COLUMN_LABELS:
+        return COLUMN_LABELS[name]
+    cumulative = name.startswith("cum_")
+    words = name.removeprefix("cum_").removeprefix("n_").replace("_", " ")
+    return f"{words} (cumulative)" if cumulative else words
+
+
+METRICS_LEGEND = ("PCR: share of the claims of sampled responses that are Grounded (prior coverage). KF: Boundary claims per document (the "
+                  "knowledge frontier). Yield: share of the round's deferrals that reviewers confirmed; yield of decided: the "
+                  "same among those decided (confirm or reject). Cascade: claims per document that turned from Boundary to "
+                  "Grounded since the previous round without a confirm of their own.")
+"""One line that says what the round metrics mean (DESIGN §7)."""
 
 PRECISION_SCHEMA = {
     "round": pl.Int64, "n_confirmed": pl.Int64, "n_decided": pl.Int64, "share": pl.Float64, "low": pl.Float64, "high": pl.Float64,

@@ -100,14 +100,15 @@ def test_report_reads_plainly(small_lake: Lake, tmp_path: Path, monkeypatch, cap
     """Readable headers (the column's own name as tooltip), the metrics in two tables that fit,
     the legend of PCR, KF, yield and cascade, whole-number ticks for counts, points on their
     round's tick."""
-    from flows.lake_report import column_label, plot_precision, plot_reviewers, read_report_data
+    from flows.lake_report import plot_precision, plot_reviewers, read_report_data
+    from grace_core.report_figures import column_label
 
     code, _, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(tmp_path / "r"))
     assert code == 0, stderr
     page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
     assert "<th>n_" not in page and ">yield_decided<" not in page
     assert '<th title="n_documents">documents</th>' in page and '<th title="yield_decided">yield of decided</th>' in page
-    assert "PCR: share of the claims that are Grounded" in page and "Cascade: claims per document" in page
+    assert "PCR: share of the claims of sampled responses that are Grounded" in page and "Cascade: claims per document" in page
     assert column_label("cum_audited_refuted") == "audited refuted (cumulative)"
 
     captured = {}

@@ -25,6 +25,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 STABLE_SCREENS = Path("/tmp/grace-ui-screens")
+VIEWPORT = {"width": 1366, "height": 768}
+"""The screen the browser tests look at: a common laptop's (issue 34)."""
 
 
 def free_port() -> int:
@@ -135,11 +137,12 @@ def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | No
 
 
 @contextmanager
-def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
-    """A Prefect server on a free loopback port and ``grace serve`` on it, with the ``GRACE_*``
-    ``settings`` (and the lake in ``tmp_path/lake``): (api, lake, env). With ``login``
-    (``user:password``) the server asks for it (PREFECT_SERVER_API_AUTH_STRING) and serve, like
-    every client here, sends it (PREFECT_API_AUTH_STRING)."""
+def prefect_server(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
+    """A Prefect server on a free loopback port (its own PREFECT_HOME, log in ``tmp_path/server.log``):
+    (api, lake, env), env being what a GRACE process on it runs with: the ``GRACE_*``
+    ``settings`` and the lake in ``tmp_path/lake``. With ``login`` (``user:password``) the
+    server asks for it (PREFECT_SERVER_API_AUTH_STRING) and every client here sends it
+    (PREFECT_API_AUTH_STRING)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/bootstrap.sh (it installs Debian's chromium)")
     port = free_port()
@@ -153,11 +156,10 @@ def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = N
     }
     if login:
         env |= {"PREFECT_SERVER_API_AUTH_STRING": login, "PREFECT_API_AUTH_STRING": login}
-    server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
+    server_log = tmp_path / "server.log"
     with server_log.open("w") as out:
         server = subprocess.Popen([BIN / "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                                   cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
-    serve = None
     try:
         api = Api(base, login)
         deadline = time.monotonic() + 180
@@ -169,19 +171,35 @@ def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = N
                 pass
             assert server.poll() is None and time.monotonic() < deadline, server_log.read_text()[-3000:]
             time.sleep(0.5)
-        with serve_log.open("w") as out:
-            serve = subprocess.Popen([BIN / "grace", "serve"], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
-        wait_for_text(serve_log, "being served", serve, timeout=120)
         yield api, lake, env
     finally:
-        if serve is not None:
-            stop(serve)
         stop(server)
 
 
 @contextmanager
+def grace_serving(tmp_path: Path, env: dict, log: Path) -> Iterator[subprocess.Popen]:
+    """``grace serve`` with ``env`` (output in ``log``), once its deployments are served; stopped
+    with SIGTERM at the end, as an operator stops it."""
+    with log.open("w") as out:
+        serve = subprocess.Popen([BIN / "grace", "serve"], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for_text(log, "being served", serve, timeout=120)
+        yield serve
+    finally:
+        stop(serve)
+
+
+@contextmanager
+def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
+    """A Prefect server on a free loopback port (:func:`prefect_server`) and ``grace serve`` on
+    it (output in ``tmp_path/serve.log``): (api, lake, env)."""
+    with prefect_server(tmp_path, settings, login) as (api, lake, env), grace_serving(tmp_path, env, tmp_path / "serve.log"):
+        yield api, lake, env
+
+
+@contextmanager
 def browser(tmp_path: Path) -> Iterator[tuple[object, object, Path]]:
-    """Chromium (headless, its own profile) on one page: (page, shot, screens). ``shot(name)``
+    """Chromium (headless, its own profile, a 1366×768 window) on one page: (page, shot, screens). ``shot(name)``
     saves a full-page screenshot in the test's ``screens`` folder; at the end every screenshot
     is copied to /tmp/grace-ui-screens/ too."""
     from playwright.sync_api import sync_playwright
@@ -191,7 +209,7 @@ def browser(tmp_path: Path) -> Iterator[tuple[object, object, Path]]:
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000})
+            viewport=VIEWPORT)
         try:
             page = context.new_page()
             yield page, lambda name: page.screenshot(path=str(screens / f"{name}.png"), full_page=True), screens

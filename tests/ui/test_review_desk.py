@@ -22,11 +22,30 @@ import pytest
 
 from flows.api_exposure import answers_without_login
 from tests.conftest import REPO
-from tests.ui.desk import BIN, Api, browser, running_desk, submit
+from flows.review_ui import NOT_RECORDED, NOTHING_ANSWERED
+from tests.ui.desk import BIN, VIEWPORT, Api, browser, running_desk, submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 NOTE = "the table gives 15.47% WER for the conversation LM"
+
+
+def evidence_in_view(page, dialog, claims: int) -> list[str]:
+    """Each claim's evidence in the default UI's Resume form, checked as a person sees it: one
+    description per claim, none with a scroll box of its own (``scrollHeight == clientHeight``),
+    and the first claim's source passage inside the 1366×768 window without scrolling."""
+    described = dialog.locator(".schema-form-property__markdown")
+    texts = []
+    for i in range(claims):
+        box = described.nth(i)
+        scroll, client = box.evaluate("e => [e.scrollHeight, e.clientHeight]")
+        assert scroll == client, (i + 1, scroll, client)
+        texts.append(box.inner_text())
+    passage = described.first.get_by_text("Source passage (")
+    top = passage.bounding_box()
+    assert top and 0 <= top["y"] and top["y"] + top["height"] <= VIEWPORT["height"], top
+    assert all(word in texts[0] for word in ("Status: ", "confidence", "due ", "Nearest prior: ")), texts[0]
+    return texts
 
 
 @pytest.fixture
@@ -96,8 +115,10 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         added = subprocess.run([BIN / "grace", "reviewer", "add", "alice"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert added.returncode == 0, added.stderr
         key = added.stdout.splitlines()[-1]
-        packet = api.run("review_packet/review-packet", {"reviewer": "alice", "poll_seconds": 1})
+        packet = api.run("review_packet/review-packet", {"reviewer": "alice", "poll_seconds": 1})  # the default packet size
         api.wait_for(packet, "Paused", timeout=600, log=serve_log)
+        first = api.form_of(packet, timeout=60, log=serve_log)
+        claims = sum(k.startswith("claim_") for k in api.call(f"/flow_runs/{packet}/input/{first['schema']}")["properties"])
         # the V2 UI renders the same form: a select of the four choices
         page.goto(f"{api.base}/v2/runs/flow-run/{packet}", wait_until="networkidle")
         page.locator("button[aria-haspopup=menu]").last.click()
@@ -111,15 +132,40 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         page.keyboard.press("Escape")
         assert v2.locator("input[type=password]").count() == 1  # the key: typed unseen
 
-        page.goto(f"{api.base}/runs/flow-run/{packet}", wait_until="networkidle")
-        page.get_by_role("button", name="Resume").first.click()
-        dialog = page.get_by_role("dialog")
-        dialog.get_by_text("Review packet:").wait_for()
-        assert dialog.locator(".schema-form-property__label").first.inner_text() == "Claim 1 (Optional)"
-        assert dialog.get_by_text("Note on claim 1 (Optional)").is_visible()
+        run = api.call(f"/flow_runs/{packet}")
+        assert run["name"] == f"review alice · round 1 · {claims} claim{'s' if claims > 1 else ''}", run["name"]  # whose packet
+
+        def resume_dialog():
+            """The default UI's Resume form of the packet, once drawn."""
+            page.goto(f"{api.base}/runs/flow-run/{packet}", wait_until="networkidle")
+            page.get_by_role("button", name="Resume").first.click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_text("Note on claim 1").wait_for()
+            return dialog
+
+        dialog = resume_dialog()
+        evidence = evidence_in_view(page, dialog, claims)
+        labels = dialog.locator(".schema-form-property__label").all_inner_texts()
+        assert labels[:2] == ["Claim 1 (Optional)", "Note on claim 1 (Optional)"] and labels[-1] == "Reviewer key", labels
+        shot("07-review-form")
+        page.screenshot(path=str(screens / "07a-review-form-viewport.png"))  # what the reviewer sees first, at 1366×768
+
+        # submitted with nothing answered: not the end of the packet, the same form again saying so
+        key_field = dialog.locator(".schema-form-property", has=page.get_by_text("Reviewer key", exact=True))
+        key_field.locator("textarea").fill(key)
+        submit(page, dialog, lambda: api.call(f"/flow_runs/{packet}")["state"]["state_details"].get("run_input_keyset") != first,
+               "the empty form left the run paused", shot, "07b-empty-form-again", log=serve_log)
+        second = api.form_of(packet, timeout=120, log=serve_log, after=first)
+        assert api.call(f"/flow_runs/{packet}")["state"]["type"] == "PAUSED"
+        dialog = resume_dialog()
+        assert dialog.locator(".schema-form-property__label").all_inner_texts() == labels  # the same form
+        again = evidence_in_view(page, dialog, claims)
+        assert again[0].startswith(f"{NOT_RECORDED} {NOTHING_ANSWERED}") and again[0].endswith(evidence[0]), again[0]
+        assert again[1:] == evidence[1:]
+        page.screenshot(path=str(screens / "07c-review-form-nothing-answered.png"))
+        assert api.call(f"/flow_runs/{packet}/input/{second['description']}").startswith(f"**{NOT_RECORDED}** {NOTHING_ANSWERED}")
         select = dialog.locator(".p-select-button__control").first
         assert select.inner_text() == "leave pending"
-        shot("07-review-form")
         select.focus()
         page.keyboard.press(" ")  # opens the select (a headless mouse click does not open Prefect's p-select)
         options = page.locator(".p-select-option")
@@ -132,7 +178,7 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         key_field = dialog.locator(".schema-form-property", has=page.get_by_text("Reviewer key", exact=True))
         key_field.locator("textarea").fill(key)  # the V1 UI has no password field: a text box
         shot("09-review-form-filled")
-        submit(page, dialog, lambda: api.call(f"/flow_runs/{packet}")["state"]["name"] != "Paused",
+        submit(page, dialog, lambda: api.call(f"/flow_runs/{packet}")["state"]["state_details"].get("run_input_keyset") != second,
                "the Resume form left the run paused", shot, "09b-review-form-again", log=tmp_path / "server.log")
         api.wait_for(packet, "Completed", timeout=120, log=serve_log)
         page.goto(f"{api.base}/runs/flow-run/{packet}", wait_until="networkidle")

@@ -140,6 +140,9 @@ def test_the_login_then_votes_only_under_the_reviewers_key(locked_desk, tmp_path
             return dialog
 
         dialog = resume_dialog()
+        labels = dialog.locator("label").all_inner_texts()
+        assert labels[:2] == ["Claim 1 (Optional)", "Note on claim 1 (Optional)"], labels
+        evidence = dialog.get_by_text("Source passage (").first.inner_text()  # each claim's evidence under its select
         dialog.get_by_text("leave pending", exact=True).last.click()
         page.get_by_role("option", name="confirm").click()
         key_field = dialog.locator("input[type=password]")
@@ -154,7 +157,9 @@ def test_the_login_then_votes_only_under_the_reviewers_key(locked_desk, tmp_path
         reason = api.call(f"/flow_runs/{packet}/input/{second['description']}").split("\n")[0]
         assert reason.startswith("**Not recorded, please correct:** ") and "bob" in reason and "key" in reason, reason
         dialog = resume_dialog()
-        dialog.get_by_text(reason.removeprefix("**Not recorded, please correct:** ")).wait_for()
+        dialog.get_by_text(reason.removeprefix("**Not recorded, please correct:** ")).first.wait_for()
+        assert dialog.locator("label").all_inner_texts() == labels  # the same form: same labels, same evidence
+        assert dialog.get_by_text("Source passage (").first.inner_text().endswith(evidence)
         assert dialog.locator('button[aria-label^="Select Claim 1"]').inner_text() == "confirm"  # the answers kept, never the key
         assert dialog.locator("input[type=password]").input_value() == ""
         shot("k04-refused-wrong-key")
