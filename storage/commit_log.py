@@ -125,6 +125,10 @@ class CommitLog:
 
     def versions_as_of_round(self, round_: int) -> dict[str, int]:
         """Per table, the largest version recorded by a commit of a round up to ``round_``."""
+        rounds = [r.round for r in self.records().values() if r.round is not None]
+        if rounds and round_ > max(rounds):
+            raise LakeError(f"lake {self.tables.store.uri}: round {round_} is after the lake's last round ({max(rounds)}): "
+                            "--as-of-round reaches back, not ahead")
         recs = [r for r in self.records().values() if r.round is not None and r.round <= round_]
         if not recs:
             raise LakeError(f"lake {self.tables.store.uri}: no commit of round {round_} or earlier (nothing to travel back to)")

@@ -134,8 +134,9 @@ class VacuumReport:
     def summary(self) -> str:
         n = sum(len(v) for v in self.deleted.values())
         verb = "would delete" if self.dry_run else "deleted"
-        return (f"{verb} {n} file(s) no table version within the retention names, in {len(self.deleted)} table(s); "
-                f"removed {self.catalog_temporaries} leftover catalog build file(s)")
+        temporaries = ("leftover catalog build files are removed by a run without --dry-run" if self.dry_run
+                       else f"removed {self.catalog_temporaries} leftover catalog build file(s)")
+        return f"{verb} {n} file(s) no table version within the retention names, in {len(self.deleted)} table(s); {temporaries}"
 
 
 def vacuum(lake: Lake, *, retention_hours: int, dry_run: bool = False) -> VacuumReport:

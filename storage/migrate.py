@@ -78,6 +78,8 @@ class MigrationReport:
     rows: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
+        if not (self.migrated or self.skipped):
+            return f"lake {self.lake}: nothing to migrate (no commit records of the earlier format: it is in the current format)"
         rows = ", ".join(f"{t} {n}" for t, n in sorted(self.rows.items())) or "none"
         return (f"lake {self.lake}: migrated {self.migrated} commit(s) of the earlier format to Delta tables "
                 f"({self.skipped} migrated before); rows inserted: {rows}")
@@ -125,12 +127,12 @@ def _read_old_file(store: Store, f: OldFile, key: str) -> pa.Table:
 
 def migrate_lake(lake: Lake) -> MigrationReport:
     """Replay every commit record of the earlier format into ``lake``'s Delta tables (see the
-    module docstring); returns what was done."""
+    module docstring); returns what was done (nothing, on a lake of the current format)."""
     store = lake.store
     records = old_records(store)
-    if not records:
-        raise LakeError(f"lake {store.uri}: no commit records of the earlier format under {OLD_COMMITS}/ (nothing to migrate)")
     report = MigrationReport(store.uri)
+    if not records:  # a lake of the current format: nothing to do, as a re-run (safe to run at any time)
+        return report
     for rec in records:
         if lake.is_committed(rec.key):
             report.skipped += 1

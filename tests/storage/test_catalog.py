@@ -308,6 +308,8 @@ def test_time_travel_shows_the_lake_as_of_a_round(lake: Lake) -> None:
     assert lake.query("SELECT count(*) AS n FROM lake_files", as_of_round=1)["n"][0] == 2
     with pytest.raises(LakeError, match="no commit of round 0 or earlier"):
         lake.query(per_round, as_of_round=0)
+    with pytest.raises(LakeError, match="round 99 is after the lake's last round \\(3\\)"):  # before: the current lake, silently
+        lake.query(per_round, as_of_round=99)
     assert lake.query(per_round).rows() == [(1, 15), (2, 10), (3, 10)]  # the current catalog is left alone
 
 

@@ -124,10 +124,13 @@ def test_grace_compact_and_vacuum_commands(local_config: LakeConfig, monkeypatch
     code, out, err = grace(monkeypatch, capsys, "compact", "--lake", local_config.lake)
     assert (code, err) == (0, "") and "tables/claims: 3 file(s) compacted into 1" in out
     code, out, err = grace(monkeypatch, capsys, "vacuum", "--lake", local_config.lake, "--dry-run")
-    assert code == 0 and "would delete 0 file(s)" in out  # the replaced files are inside the retention
+    assert code == 0 and "would delete 0 file(s)" in out and "; removed" not in out  # the replaced files are inside the retention
     code, out, err = grace(monkeypatch, capsys, "vacuum", "--lake", local_config.lake, "--older-than-hours", "0")
     assert code == 2 and "--older-than-hours" in err
     assert lake.read("claims").height == 6
+    # migrate on a lake of the current format is a no-op, safe at any time
+    code, out, err = grace(monkeypatch, capsys, "migrate", "--lake", local_config.lake)
+    assert (code, err) == (0, "") and "nothing to migrate" in out
 
 
 def damage(lake: Lake, uri: str, how: str) -> None:
