@@ -16,7 +16,7 @@ from prefect.task_runners import TaskRunner
 from flows.build import build_graphs
 from flows.ingest import watch_inbox
 from flows.params import InboxOptions, RoundParams, StageParams
-from flows.review import dispatch_reviews, ingest_verdicts
+from flows.review import dispatch_reviews, ingest_verdicts, publish_deferred
 from flows.runtime import open_lake, timestamp
 from flows.score import publish_metrics, score_round
 from flows.settings import GraceSettings
@@ -132,6 +132,7 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
                     ", ".join(f"{k} {v}" for k, v in sorted(dispatched["packets"].items())) or "none")
         create_markdown_artifact(key="grace-review-packets", markdown=packets_markdown(settings, round_id, dispatched["packets"]),
                                  description=f"Round {round_id}: review packets")
+        publish_deferred(settings, round_id)
     metrics = publish_metrics(settings, round_id)  # after dispatch: the round's deferrals are in
     update_progress_artifact(progress, 100.0)
     return metrics

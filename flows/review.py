@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import polars as pl
 import pyarrow.dataset as ds
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run as current_run
 
 from flows.params import DispatchParams, VerdictParams
@@ -161,7 +161,40 @@ def dispatch_reviews(params: DispatchParams) -> dict:
         "round %d: deferred %d claims within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n,
         settings.budget, ", ".join(settings.pool), settings.overlap, counts(verdicts) or "nothing new", counts(packets) or "none",
     )
+    if current_run.parent_flow_run_id is None:  # a sub-flow's parent (expansion_round) publishes it on its own run
+        publish_deferred(settings, params.round_id)
     return {"deferred": n, "verdicts": verdicts, "packets": packets, "questions": questions}
+
+
+CLAIM_CHARS = 300
+
+
+def deferred_claims(lake: Lake, round_id: int) -> list[dict]:
+    """The round's deferrals as a person reads them, by rank: the claim's text (cut to
+    :data:`CLAIM_CHARS`), its document, the reviewer who has it and by when. No status or
+    confidence: an audit claim must look like any deferral (blind review)."""
+    deferred = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "reviewer", "rank", "deadline"])
+    if deferred.height == 0:
+        return []
+    texts = LakeTexts(lake).claim_texts(deferred["doc_id"].unique().sort().to_list()).select("doc_id", "claim_id", "text")
+    rows = deferred.join(texts, on=["doc_id", "claim_id"], how="left").sort("rank", "reviewer")
+    return [{
+        "rank": r["rank"], "claim": " ".join((r["text"] or "—").split())[:CLAIM_CHARS], "document": r["doc_id"], "reviewer": r["reviewer"],
+        "due": "answered at dispatch" if r["reviewer"] == VERIFIER else (f"{r['deadline']:%Y-%m-%d %H:%M} UTC" if r["deadline"] else "—"),
+    } for r in rows.iter_rows(named=True)]
+
+
+def publish_deferred(settings: GraceSettings, round_id: int) -> None:
+    """The round's deferred claims (:func:`deferred_claims`) as the run's table artifact
+    ``grace-deferred-claims``; a line saying none were deferred when the table would be empty."""
+    rows = deferred_claims(open_lake(settings), round_id)
+    if rows:
+        create_table_artifact(key="grace-deferred-claims", table=rows,
+                              description=f"Round {round_id}: {len(rows)} deferred claim-reviewer pair{'s' if len(rows) != 1 else ''}, "
+                                          "who has each and by when")
+    else:
+        create_markdown_artifact(key="grace-deferred-claims", markdown=f"Round {round_id}: no claims deferred.",
+                                 description=f"Round {round_id}: deferred claims")
 
 
 def counts(named: dict) -> str:

@@ -121,8 +121,8 @@ def claim_evidence(r: dict) -> str:
     ])
 
 
-NOTHING_ANSWERED = (f"nothing was answered: every claim is still '{PENDING}'. Pick confirm, reject or abstain for at least "
-                    "one claim; to answer later, close this form (the run waits, paused, until the review deadline), "
+NOTHING_ANSWERED = (f"nothing was answered (every claim is still '{PENDING}'). Pick confirm, reject or abstain for at least "
+                    "one claim; to answer later, close this form (the run stays paused until the review deadline), "
                     "or cancel the run to hand the packet back")
 
 

@@ -26,6 +26,7 @@ from grace_core.metrics import scoring_counts
 from grace_core.models.factory import embedder_identity
 from grace_core.edges import EDGE_COLUMNS, SOURCE_KINDS
 from grace_core.reliability import estimate_reliability, vote_weights
+from grace_core.report_figures import METRICS_LEGEND, column_label
 from grace_core.round import RoundState, settle
 from storage.lake import Lake
 
@@ -267,32 +268,54 @@ def round_metrics(settings: GraceSettings) -> pl.DataFrame:
     return open_lake(settings).query("SELECT * FROM round_metrics ORDER BY round")
 
 
+REPORT_ROWS = ("n_documents", "n_claims", "n_grounded", "n_boundary", "n_refuted", "pcr", "kf", "n_deferred", "n_confirmed",
+               "n_rejected", "n_abstained", "n_pending", "yield", "yield_decided", "cascade")
+"""The round report's rows, in the order a person reads them: what the lake holds, then its review."""
+
+
+def metric_value(column: str, value: object) -> str:
+    """One metric as a person reads it: percentages for shares, two decimals for per-document
+    figures, thousands separated for counts, — for none."""
+    if value is None:
+        return "—"
+    if column in ("pcr", "yield", "yield_decided"):
+        return f"{100 * value:.1f}%"
+    if column in ("kf", "cascade"):
+        return f"{value:,.2f}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.3f}"
+
+
 def metrics_markdown(metrics: pl.DataFrame, round_id: int) -> str:
-    """The round's metrics as a short markdown report."""
+    """The round's metrics as a short markdown report: one line in words, a two-column table (it
+    fits the artifact page, which hides a wide table's scroll bar) and the legend of PCR, KF,
+    yield and cascade."""
     row = metrics.filter(pl.col("round") == round_id).to_dicts()
     if not row:
         return f"# Round {round_id}\n\nNo document has claims yet."
     m = row[0]
 
-    def pct(x):
-        return "—" if x is None else f"{100 * x:.1f}%"
+    def count(column: str, noun: str) -> str:
+        n = m.get(column) or 0
+        return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
+    rows = "\n".join(f"| {column_label(c)} | {metric_value(c, m.get(c))} |" for c in REPORT_ROWS if c in m)
     return (
         f"# Round {round_id}\n\n"
-        f"| documents | claims | grounded | boundary | refuted | PCR | KF | deferred | confirmed | rejected | pending | yield | cascade |\n"
-        f"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-        f"| {m['n_documents']} | {m['n_claims']} | {m['n_grounded']} | {m['n_boundary']} | {m['n_refuted']} | {pct(m['pcr'])} | "
-        f"{m['kf']:.2f} | {m['n_deferred']} | {m['n_confirmed']} | {m['n_rejected']} | {m['n_pending']} | {pct(m['yield'])} | {m['cascade']:.2f} |\n"
+        f"{count('n_documents', 'document')}, {count('n_claims', 'claim')}: {m['n_grounded']:,} Grounded, {m['n_boundary']:,} Boundary, "
+        f"{m['n_refuted']:,} Refuted. {count('n_deferred', 'claim')} deferred to review: {m['n_confirmed']:,} confirmed, "
+        f"{m['n_rejected']:,} rejected, {m['n_pending']:,} pending.\n\n"
+        f"| metric | round {round_id} |\n|---|---|\n{rows}\n\n{METRICS_LEGEND}\n"
     )
 
 
 def publish_metrics(settings: GraceSettings, round_id: int) -> list[dict]:
-    """Publish the lake's metrics per round as the run's table and markdown artifacts; returns
-    the rows (:data:`METRIC_COLUMNS`)."""
+    """Publish the lake's metrics per round as the run's table (readable headers, formatted
+    figures) and markdown artifacts; returns the rows (:data:`METRIC_COLUMNS`)."""
     metrics = round_metrics(settings)
     table = metrics.select([c for c in METRIC_COLUMNS if c in metrics.columns])
-    shown = table.with_columns(pl.col(pl.Float64).round(3))  # figures a person reads, not 0.4358974358974359
-    create_table_artifact(key="grace-round-metrics", table=shown.to_dicts(), description="GRACE metrics per round")
+    shown = [{column_label(c): c_value if c == "round" else metric_value(c, c_value) for c, c_value in r.items()}
+             for r in table.iter_rows(named=True)]
+    create_table_artifact(key="grace-round-metrics", table=shown, description=f"GRACE metrics per round. {METRICS_LEGEND}")
     create_markdown_artifact(key="grace-round-report", markdown=metrics_markdown(metrics, round_id), description=f"Round {round_id}")
     return table.to_dicts()
 

@@ -137,7 +137,7 @@ def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | No
 
 
 @contextmanager
-def prefect_server(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
+def private_server(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
     """A Prefect server on a free loopback port (its own PREFECT_HOME, log in ``tmp_path/server.log``):
     (api, lake, env), env being what a GRACE process on it runs with: the ``GRACE_*``
     ``settings`` and the lake in ``tmp_path/lake``. With ``login`` (``user:password``) the
@@ -191,9 +191,9 @@ def grace_serving(tmp_path: Path, env: dict, log: Path) -> Iterator[subprocess.P
 
 @contextmanager
 def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
-    """A Prefect server on a free loopback port (:func:`prefect_server`) and ``grace serve`` on
+    """A Prefect server on a free loopback port (:func:`private_server`) and ``grace serve`` on
     it (output in ``tmp_path/serve.log``): (api, lake, env)."""
-    with prefect_server(tmp_path, settings, login) as (api, lake, env), grace_serving(tmp_path, env, tmp_path / "serve.log"):
+    with private_server(tmp_path, settings, login) as (api, lake, env), grace_serving(tmp_path, env, tmp_path / "serve.log"):
         yield api, lake, env
 
 

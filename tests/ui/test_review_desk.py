@@ -90,12 +90,14 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         round_run = api.run("expansion_round/expansion-round", {"round_id": 1})
         api.wait_for(round_run, "Completed", timeout=600, log=serve_log)
         artifacts = {a["key"]: a for a in api.call("/artifacts/filter", {"flow_runs": {"id": {"any_": [round_run]}}})}
-        assert {"grace-round-report", "grace-round-metrics", "grace-review-packets", "grace-round-1-progress"} <= set(artifacts)
+        assert {"grace-round-report", "grace-round-metrics", "grace-review-packets", "grace-deferred-claims", "grace-round-1-progress"} <= set(artifacts)
         assert artifacts["grace-round-1-progress"]["data"] == 100
         assert "| alice |" in artifacts["grace-review-packets"]["data"] and "/review/outbox/alice.csv" in artifacts["grace-review-packets"]["data"]
-        header, _, row = [line.strip("|").split(" | ") for line in artifacts["grace-round-report"]["data"].splitlines() if line.startswith("|")]
-        report = dict(zip([h.strip() for h in header], [v.strip() for v in row]))
+        report = dict(line.strip("| ").split(" | ") for line in artifacts["grace-round-report"]["data"].splitlines() if line.startswith("| "))
         assert int(report["deferred"]) >= 1 and report["PCR"].endswith("%"), report  # written after dispatch; percentages formatted
+        assert report["metric"] == "round 1" and "Cascade: " in artifacts["grace-round-report"]["data"]  # a legend under the figures
+        deferred = artifacts["grace-deferred-claims"]
+        assert deferred["type"] == "table" and {r["reviewer"] for r in json.loads(deferred["data"])} <= {"alice", "verifier"}
         deadline = time.monotonic() + 60  # the run's last log lines reach the server shortly after it ends
         logs = api.logs(round_run)
         while not any(m.startswith("dispatch: ") for m in logs) and time.monotonic() < deadline:
