@@ -1,6 +1,6 @@
 """Shared by the reliability probes (issue 11): the moto S3 server fixture, and a tally of
 probes that prints the issue's totals at the end of a run (probes tried, clear errors,
-tracebacks, attacks that got through, rows lost). A probe's test still asserts its outcome;
+tracebacks, attacks that got through or were silently accepted, resource blow-ups, rows lost). A probe's test still asserts its outcome;
 the tally only counts."""
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ class Tally:
     clear_errors: int = 0
     tracebacks: int = 0
     got_through: int = 0
+    blow_ups: int = 0
     rows_lost: int = 0
 
-    def record(self, *, clear_error: bool, traceback: bool = False, got_through: bool = False, rows_lost: int = 0) -> None:
-        """Count one probe and what it showed."""
+    def record(self, *, clear_error: bool, traceback: bool = False, got_through: bool = False, blow_up: bool = False,
+               rows_lost: int = 0) -> None:
+        """Count one probe and what it showed (``blow_up``: past its time or memory bound)."""
         self.probes += 1
         self.clear_errors += clear_error
         self.tracebacks += traceback
         self.got_through += got_through
+        self.blow_ups += blow_up
         self.rows_lost += max(rows_lost, 0)
 
 

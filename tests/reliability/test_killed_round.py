@@ -64,7 +64,7 @@ def stages(lake: Lake) -> set[tuple[int, str]]:
 
 @pytest.mark.usefixtures("prefect_server")
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_a_plain_round_finishes_the_killed_round_before_a_new_one(tmp_path: Path, point: str, reviewers) -> None:
+def test_a_plain_round_finishes_the_killed_round_before_a_new_one(tmp_path: Path, point: str, reviewers, tally) -> None:
     reviewers("alice", overlap=2, use_verifier=True)
     lake = build_lake(str(tmp_path / "lake"), rounds=(1,))
     run_until(lake, point)
@@ -76,6 +76,7 @@ def test_a_plain_round_finishes_the_killed_round_before_a_new_one(tmp_path: Path
     assert verdicts.height == verdicts.select("doc_id", "claim_id", "round", "reviewer").unique().height
     verifier = deferrals.filter(pl.col("reviewer") == "verifier").select("claim_id", "round")
     answered = verdicts.filter(pl.col("reviewer") == "verifier").select("claim_id", "round")
+    tally("killed rounds").record(clear_error=True, got_through=not verifier.sort("claim_id").equals(answered.sort("claim_id")))
     assert verifier.height > 0 and verifier.sort("claim_id").equals(answered.sort("claim_id"))  # every verifier deferral answered
     packet = Path(lake.uri) / "review" / "outbox" / "alice.csv"
     waiting = deferrals.filter(pl.col("reviewer") == "alice")["claim_id"].sort().to_list()
@@ -93,7 +94,7 @@ def descendants(pid: int) -> set[int]:
 
 
 @pytest.mark.parametrize("after_s", [0.5, 1.5, 3.0, 4.5, 6.0])
-def test_kill_9_of_grace_round_at_any_instant_of_its_start_leaves_no_process(tmp_path: Path, after_s: float) -> None:
+def test_kill_9_of_grace_round_at_any_instant_of_its_start_leaves_no_process(tmp_path: Path, after_s: float, tally) -> None:
     lake = build_lake(str(tmp_path / "lake"), rounds=(1,))
     Lake.open(stage(lake, 1).settings()).commit("fixture/document", {"documents": pl.DataFrame([{
         "doc_id": "d1", "title": "A parser", "content_hash": "h", "batch_id": "b", "line": 1, "source_format": "sections",
@@ -116,4 +117,5 @@ def test_kill_9_of_grace_round_at_any_instant_of_its_start_leaves_no_process(tmp
     while time.monotonic() < gone and any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in seen):
         time.sleep(0.2)
     left = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    tally("killed rounds").record(clear_error=True, blow_up=bool(left))
     assert not left, f"killed {after_s} s after start: {[psutil.Process(p).cmdline()[:4] for p in left]} still running"

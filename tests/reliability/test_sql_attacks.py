@@ -291,10 +291,13 @@ def test_the_cross_join_is_stopped_by_the_timeout(run: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("name", SCALAR_BOMBS)
-def test_scalar_functions_are_bounded_in_time_and_memory(run: dict[str, Any], name: str) -> None:
+def test_scalar_functions_are_bounded_in_time_and_memory(run: dict[str, Any], name: str, tally) -> None:
     """Before, these ran for minutes (lpad: still running at 175 s) or took 3.2–5 GB whatever
     GRACE_SQL_TIMEOUT_S and GRACE_SQL_MEMORY_LIMIT said."""
     res = run[name]
+    blow_up = res["seconds"] >= TIMEOUT_S + 15 or res["children_peak_kb"] >= 3 * 2**20
+    tally("sql resources").record(clear_error=res["code"] == 2 and res["err"].count("\n") == 1, traceback="Traceback" in res["err"],
+                                  got_through=res["code"] == 0, blow_up=blow_up)
     assert res["code"] == 2 and ("GRACE_SQL" in res["err"] or "add a LIMIT" in res["err"]), res
     assert res["seconds"] < TIMEOUT_S + 15, res["seconds"]
     assert res["children_peak_kb"] < 3 * 2**20, res["children_peak_kb"]  # every query's child stayed under 3 GB
