@@ -1,8 +1,12 @@
 """``review_packet``: one review packet in the Prefect UI. The run takes the reviewer's next
-``packet_size`` pending claims and pauses with a form: the description shows each claim's
-text, the passage it was decomposed from, its nearest prior, its status and confidence; the
-form has, per claim, a verdict select (confirm / reject / abstain / leave pending, the last one
-preselected) and a note, and below them the reviewer's key (``grace reviewer add NAME``).
+``packet_size`` pending claims, names itself for them (``review alice · round 3 · 5 claims``:
+the server's random name says nothing in the run list) and pauses with a form: per claim, a
+verdict select (confirm / reject / abstain / leave pending, the last one preselected) whose
+description is the claim's evidence (its text, status, confidence, due date, the passage it
+was decomposed from and its nearest prior) and a note, and below them the reviewer's key
+(``grace reviewer add NAME``). The evidence is in the fields because Prefect's default (V1) UI
+draws the text above the form in a box that shrinks to what the form leaves of the dialog
+(nothing, for a long packet), while it draws each field's description in full.
 Resuming the run with the form filled in (the UI's "Resume" button, or
 ``resume_flow_run(id, run_input={...})``) records the verdicts (channel ``ui``) as the
 reviewer's once the key proves who answered (:func:`flows.reviewers.prove`); a claim left
@@ -16,10 +20,13 @@ refused or not; the key is in no parameter, description, log line or artifact.
 The form's fields are plain JSON schema types (an ``enum`` with a default, a string), which
 both of Prefect's UIs (V1 and V2) render; the key is a ``SecretStr`` (``format: password``),
 which the V2 UI draws as a password field and the V1 UI, having none, as a plain text box. What
-JSON schema cannot say (a note needs a verdict, the key must be the reviewer's) is checked once
-the submitted form is read; a form that fails those checks does not fail the run
-(PrefectHQ/prefect#12279): the run pauses again with the reason above the same form, the
-reviewer's answers filled in (never the key).
+JSON schema cannot say (a note needs a verdict, at least one claim needs one, the key must be
+the reviewer's) is checked once the submitted form is read; a form that fails those checks does
+not fail the run (PrefectHQ/prefect#12279): the run pauses again with the reason on top of the
+same form (above it and at the head of the first claim's description), the reviewer's answers
+filled in (never the key). A form with nothing answered is refused so, rather than ending the
+packet with every claim left pending: closing the form keeps the packet, cancelling the run
+hands it back.
 """
 
 from __future__ import annotations

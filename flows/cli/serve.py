@@ -4,7 +4,10 @@ deployment per flow) from this one process, with no work pool.
 Who owns what: a deployment that ``prefect deploy`` put in a work pool belongs to that pool's
 workers; serve leaves it alone (does not re-register, run or pause it) and says so. Stopping
 serve leaves every schedule as it was: the deployments it served stay active, so their scheduled
-runs wait (Late) until serve runs again, rather than stopping silently.
+runs wait (Late) until serve runs again, rather than stopping silently. They then run once, not
+once per missed time: a scheduled deployment runs one run at a time and cancels a run due
+meanwhile (deployments/definitions.py), so of the runs missed during the downtime, which serve
+submits together, one runs and the others end Cancelled.
 
 A server that answers without a login from an address other machines can reach gets a one-line
 warning on stderr (:mod:`flows.api_exposure`); serve goes on: the server's login is the
@@ -47,7 +50,8 @@ def serve(
     expansion at GRACE_NIGHTLY_CRON in GRACE_TIMEZONE, inbox scan every GRACE_INBOX_INTERVAL_S
     seconds, lake maintenance at GRACE_MAINTENANCE_CRON) and runs triggered from the Prefect UI or `prefect deployment run` start at once.
     A deployment that `prefect deploy` put in a work pool is left to that pool's workers.
-    Stopping serve pauses nothing. Needs a Prefect server (`prefect server start`, then
+    Stopping serve pauses nothing; runs missed meanwhile run once at the restart (the others end
+    Cancelled): leave --limit unset, or they may start one after another. Needs a Prefect server (`prefect server start`, then
     PREFECT_API_URL=http://127.0.0.1:4200/api). Runs read the other settings (GRACE_LAKE,
     GRACE_BACKEND, …) from this process's environment. Warns (and goes on) when that server
     answers without a login on an address other machines can reach (PREFECT_SERVER_API_AUTH_STRING)."""
