@@ -1,0 +1,75 @@
+"""Scheduled runs missed while nothing served them collapse: after a downtime, one inbox scan
+runs, not one per missed time. A real ``prefect server start``, ``grace serve`` with an inbox
+scan every 5 s, stopped (SIGTERM) across several scheduled times and started again; the scans
+missed meanwhile all start at the restart, and all but one end Cancelled ("Deployment
+concurrency limit reached.": the scheduled deployments run one at a time, collision strategy
+CANCEL_NEW, deployments/definitions.py). The nightly round and the maintenance carry the same
+limit; their cron schedules are too far apart to miss several in a test."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.ui.desk import Api, browser, grace_serving, private_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+WATCHER = "watch_inbox/inbox-watcher"
+INTERVAL_S = 5
+DOWN_S = 40
+PREFETCH = timedelta(seconds=15)
+
+
+def runs(api: Api) -> list[dict]:
+    """The inbox watcher's runs, by expected start."""
+    return api.call("/flow_runs/filter", {"deployments": {"id": {"any_": [api.deployment(WATCHER)["id"]]}}, "limit": 200,
+                                          "sort": "EXPECTED_START_TIME_ASC"})
+
+
+def expected(run: dict) -> datetime:
+    return datetime.fromisoformat(run["expected_start_time"])
+
+
+def test_scans_missed_while_serve_was_down_run_once(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    settings = {"GRACE_INBOX": str(inbox), "GRACE_INBOX_INTERVAL_S": str(INTERVAL_S)}
+    with private_server(tmp_path, settings) as (api, _, env):
+        first_log = tmp_path / "serve-1.log"
+        with grace_serving(tmp_path, env, first_log):
+            deadline = time.monotonic() + 120
+            while not any(r["state"]["type"] == "COMPLETED" for r in runs(api)):  # served: scans run on time
+                assert time.monotonic() < deadline, first_log.read_text()[-3000:]
+                time.sleep(1)
+        stopped = datetime.now(timezone.utc)
+        time.sleep(DOWN_S)  # serve is down: the scans of these 40 s are missed
+        restarted = datetime.now(timezone.utc)
+        # serve had already taken the runs due within its prefetch (10 s) when it stopped: the later ones were missed
+        missed = [r for r in runs(api) if stopped + PREFETCH < expected(r) < restarted]
+        assert len(missed) >= (DOWN_S - PREFETCH.seconds) // INTERVAL_S - 1, len(missed)
+        assert all(r["state"]["type"] == "SCHEDULED" for r in missed), [(expected(r), r["state"]["name"]) for r in runs(api)]
+        second_log = tmp_path / "serve-2.log"
+        with grace_serving(tmp_path, env, second_log), browser(tmp_path) as (page, shot, _):
+            ids = {r["id"] for r in missed}
+            deadline = time.monotonic() + 120
+            while not all((run := api.call(f"/flow_runs/{i}"))["state"]["type"] in ("COMPLETED", "CANCELLED", "FAILED", "CRASHED")
+                          for i in ids):
+                assert time.monotonic() < deadline, (run["state"], second_log.read_text()[-3000:])
+                time.sleep(1)
+            ended = [api.call(f"/flow_runs/{i}") for i in ids]
+            ran = [r for r in ended if r["state"]["type"] == "COMPLETED"]
+            skipped = [r for r in ended if r["state"]["type"] == "CANCELLED"]
+            assert len(ran) <= 1 and len(ran) + len(skipped) == len(ended), [(r["name"], r["state"]["name"]) for r in ended]
+            assert all(r["state"]["message"] == "Deployment concurrency limit reached." for r in skipped), skipped[0]["state"]
+            deadline = time.monotonic() + 60  # and the schedule goes on: a scan after the restart completes
+            while not any(r["state"]["type"] == "COMPLETED" and r["start_time"] and datetime.fromisoformat(r["start_time"]) > restarted
+                          for r in runs(api)):
+                assert time.monotonic() < deadline, second_log.read_text()[-3000:]
+                time.sleep(1)
+            page.goto(f"{api.base}/deployments/deployment/{api.deployment(WATCHER)['id']}", wait_until="networkidle")
+            page.get_by_text("Cancelled").first.wait_for()
+            shot("c01-catch-up-runs-after-restart")
