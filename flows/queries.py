@@ -10,15 +10,9 @@ from datetime import datetime
 import polars as pl
 import pyarrow.dataset as ds
 
-from flows.runtime import open_lake, roles_with_cache
 from flows.settings import GraceSettings
-from flows.tasks import commit_once, grace_task
 from grace_core.ask import AskResult, ask, candidate_passages
-from grace_core.build import sample_responses_with_failures
-from grace_core.edges import SOURCE_KINDS
-from grace_core.errors import ModelCallsFailed
 from grace_core.models.factory import ModelRoles
-from grace_core.models.failures import describe_failures
 from grace_core.queries import best_score, grow_with_responses, is_unanswered, not_sampled, open_queries, query_id
 from storage.lake import Lake
 
@@ -66,12 +60,18 @@ def record_unanswered(lake: Lake, settings: GraceSettings, question: str, doc: s
     return qid
 
 
-@grace_task(retry_delay_seconds=10)
 def question_responses(settings: GraceSettings, round_id: int, now: datetime) -> int:
     """Responses to the open questions no response was sampled for yet, one set per question
     for its document (as for its own questions: the responder reads the document's passages
     nearest the question), decomposed and judged into the document's graph; committed once.
     Returns the questions sampled."""
+    from flows.runtime import open_lake, roles_with_cache
+    from flows.tasks import commit_once
+    from grace_core.build import sample_responses_with_failures
+    from grace_core.edges import SOURCE_KINDS
+    from grace_core.errors import ModelCallsFailed
+    from grace_core.models.failures import describe_failures
+
     lake = open_lake(settings)
 
     def work():
@@ -110,10 +110,12 @@ def ask_again(lake: Lake, settings: GraceSettings, roles: ModelRoles, rows: pl.D
     return pl.DataFrame(out, schema=QUERY_SCHEMA)
 
 
-@grace_task(retry_delay_seconds=10)
 def recheck_queries(settings: GraceSettings, round_id: int, now: datetime) -> dict[str, int]:
     """Ask every question still open (asked before this round) again against the knowledge of
     the round; commit the answers once. Returns the questions ``rechecked`` and ``answered``."""
+    from flows.runtime import open_lake, roles_with_cache
+    from flows.tasks import commit_once
+
     lake = open_lake(settings)
 
     def work():
@@ -125,3 +127,20 @@ def recheck_queries(settings: GraceSettings, round_id: int, now: datetime) -> di
             "rechecked": rows.height, "answered": int(rows["answerable"].sum())}
 
     return commit_once(lake, f"recheck/round={round_id}", round_id=round_id, stage="recheck", work=work) or {}
+
+
+_TASKS = {"question_responses": question_responses, "recheck_queries": recheck_queries}
+"""The Prefect tasks of this module, undecorated: :func:`__getattr__` makes each a task
+(``retry_delay_seconds=10``) when first imported, so ``grace ask`` (which needs only
+:func:`lake_candidates` and :func:`record_unanswered`) never imports Prefect."""
+del question_responses, recheck_queries
+
+
+def __getattr__(name: str):
+    if name in _TASKS:
+        from flows.tasks import grace_task
+
+        task = grace_task(retry_delay_seconds=10)(_TASKS[name])
+        globals()[name] = task
+        return task
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
