@@ -52,6 +52,32 @@ def plot_qa(metrics: dict) -> bytes:
     return png_bytes(fig)
 
 
+def plot_abstention(metrics: dict) -> bytes:
+    """The accuracy–coverage curve over the abstention threshold, and abstention precision /
+    recall against it (PNG)."""
+    plt = pyplot()
+    curve = metrics["abstention_curve"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot([c["coverage"] for c in curve], [c["selective_accuracy"] or 0.0 for c in curve], marker="o", label="accuracy when attempted")
+    left.plot([c["coverage"] for c in curve], [c["accuracy"] for c in curve], marker=".", label="accuracy (abstentions scored)")
+    left.set_xlabel("coverage (share attempted)")
+    left.set_ylim(0, 1)
+    left.set_title("accuracy–coverage")
+    left.legend(fontsize=8)
+    ts = [c["threshold"] for c in curve]
+    for key in ("precision", "recall", "coverage"):
+        right.plot(ts, [c[key] if c[key] is not None else float("nan") for c in curve], marker="o", label=key)
+    chosen = metrics.get("retrieval", {}).get("abstain_below")
+    if chosen is not None:
+        right.axvline(chosen, linestyle="--", color="grey", linewidth=1, label="abstain_below")
+    right.set_xlabel("abstention threshold on the best cosine")
+    right.set_ylim(0, 1.05)
+    right.set_title("abstention (negatives: unanswerable)")
+    right.legend(fontsize=8)
+    fig.suptitle(f"{metrics['dataset']}: GRACE, {metrics['n_questions']} questions")
+    return png_bytes(fig)
+
+
 def plot_rounds(metrics: dict) -> bytes:
     """Shares per round (left) and per-paper counts per round (right), as PNG."""
     plt = pyplot()
@@ -107,12 +133,15 @@ def _json(metrics: dict) -> bytes:
 
 
 def qa_report_files(metrics: dict, *, data: str, backend: str, seconds: float) -> dict[str, bytes]:
-    """report.md, metrics.json and qa_metrics.png of ``grace eval qa``."""
-    return {
+    """report.md, metrics.json and qa_metrics.png of ``grace eval qa`` (and abstention.png for QASPER)."""
+    files = {
         "report.md": qa_markdown(metrics, data=data, backend=backend, seconds=seconds).encode(),
         "metrics.json": _json(metrics),
         "qa_metrics.png": plot_qa(metrics),
     }
+    if metrics.get("abstention_curve"):
+        files["abstention.png"] = plot_abstention(metrics)
+    return files
 
 
 def expansion_report_files(metrics: dict, *, data: str, backend: str, settings: dict, seconds: float) -> dict[str, bytes]:

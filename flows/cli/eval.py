@@ -45,6 +45,7 @@ from grace_core.evaluation.qa_harness import (
     DatasetMismatch,
     evaluate_qa,
     select_documents,
+    select_half,
 )
 from grace_core.evaluation.records import expansion_records, qa_records
 from storage.lake import Lake
@@ -158,15 +159,22 @@ def qa(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N documents."),
     backend: Optional[str] = typer.Option(None, "--backend", help="offline (default) or litellm."),
     top: int = typer.Option(5, "--top", min=1, help="Passages given to the answerer (RAG and GRACE)."),
+    half: Optional[str] = typer.Option(
+        None, "--half", help="Only the papers of this half: tuning (SHA-256 of the document id even) or reporting (odd); all when unset."),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
 ) -> None:
     """Retrieval QA: Zero-shot + Part, Zero-shot + Full, RAG and GRACE; accuracy, answerability,
-    and for QASPER Answer-F1 and Evidence-F1."""
+    and for QASPER Answer-F1, Evidence-F1, abstention precision and recall on the unanswerable
+    questions and the accuracy–coverage curve over the abstention threshold (abstention.png).
+    Retrieval settings: GRACE_ALPHA, GRACE_RETRIEVAL_K, GRACE_RELEVANCE_FLOOR, GRACE_ABSTAIN_BELOW."""
     if dataset not in DATASETS:
         raise DatasetMismatch(f"unknown dataset {dataset!r}; expected one of: {', '.join(DATASETS)}")
     check_backend(backend)
     content = read_limited(data, limit)
     batch, skipped = usable_documents(content, data, dataset)
+    batch = select_half(batch, half)
+    if batch.documents.height == 0:
+        raise DatasetMismatch(f"{data}: no document of the {half} half")
     settings = build_settings(backend=backend, lake=lake)
     roles, cache = eval_roles(settings)
     start = time.monotonic()
@@ -180,7 +188,7 @@ def qa(
     result.metrics["skipped"] = skipped
     seconds = time.monotonic() - start
     write_report_folder(out, qa_report_files(result.metrics, data=str(data), backend=settings.backend, seconds=seconds))
-    run_settings = result_settings(settings, top=top)
+    run_settings = result_settings(settings, top=top, **({"half": half} if half else {}))
     where = record_in_lake(settings, qa_records(result.metrics), command="qa", dataset=dataset, data=data, content=content,
                            run_settings=run_settings)
     console = Console()
@@ -189,6 +197,10 @@ def qa(
     for c in result.metrics["conditions"]:
         extra = "" if c["answer_f1"] is None else f"  Answer-F1 {c['answer_f1']:.3f}  Evidence-F1 {c['evidence_f1']:.3f}"
         console.print(f"  {c['name']:<18} accuracy {c['accuracy']:.3f}  answerability {c['answerability']:.3f}{extra}")
+    for name, a in result.metrics.get("abstention", {}).items():
+        if name in ("RAG", "GRACE"):
+            console.print(f"  {name:<18} abstained {a['abstained']}  precision {number(a['precision'], 3)}  recall {number(a['recall'], 3)} "
+                          f"(of {a['negatives']} unanswerable)")
 
 
 @eval_app.command("expansion")

@@ -6,12 +6,24 @@ Conditions, each answered by the same answerer (which may abstain):
 - ``Zero-shot + Part``: the title and the document's first prior — the Abstract for QASPER
   lines, the first ~1,000-word chunk for QuALITY lines.
 - ``Zero-shot + Full``: the title and every prior of the document.
-- ``RAG``: the top ``k`` priors by cosine to the question (α = 1 of the GRACE score, so the
-  only difference to GRACE is the closeness term).
+- ``RAG``: the product's retriever (:func:`grace_core.ask.ask`) with α = 1: the top ``k``
+  priors by cosine among those at or above the relevance floor, abstaining when the best is
+  below ``abstain_below`` — so the only difference to GRACE is the closeness term.
 - ``GRACE``: the document's round-0 claim graph is built with the model roles (responses to
   its questions, claims, judge edges; :func:`grace_core.build.build_documents`) and scored
-  (:func:`grace_core.scoring.score_edges`); the top ``k`` priors by
-  α·cos + (1 − α)·ĈC (:func:`grace_core.ask.ask`).
+  (:func:`grace_core.scoring.score_edges`); the ``retrieval_k`` priors of highest cosine at or
+  above the floor are reranked by α·cos + (1 − α)·ĈC and the top ``k`` are the context
+  (:func:`grace_core.ask.ask`, the product's own retrieval).
+
+Abstention (:func:`abstention_metrics`): the negatives are the questions every gold answer of
+which is "unanswerable"; precision is the share of a condition's abstentions that are
+negatives, recall the share of negatives it abstains on. Each row also keeps the question's
+best relevance (highest cosine to a prior) and the Answer-F1 an abstention would score, so the
+accuracy–coverage curve over the abstention threshold (:func:`abstention_curve`) needs no rerun.
+
+Halves (:func:`paper_half`): a paper is in the ``tuning`` half when the SHA-256 of its id is
+even, else in the ``reporting`` half; retrieval settings are chosen on the first and reported
+on the second.
 
 Metrics per condition: accuracy, answerability (share of questions attempted) and, for
 QASPER lines, Answer-F1 and Evidence-F1 (:mod:`grace_core.evaluation.qasper_metrics`). An
@@ -33,6 +45,7 @@ QuALITY question without ``gold_index`` uses its 1-based ``gold_label``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -53,9 +66,11 @@ from grace_core.evaluation.quality_metrics import option_exact_match
 from grace_core.models.factory import ModelRoles
 from grace_core.models.roles import AnswerRequest
 from grace_core.params import ScoringParams
+from grace_core.retrieval import Retrieval
 from grace_core.scoring import score_edges
 
 DATASETS = ("qasper", "quality")
+HALVES = ("tuning", "reporting")
 CONDITIONS = ("Zero-shot + Part", "Zero-shot + Full", "RAG", "GRACE")
 ACCURACY_F1 = 0.5
 
@@ -165,6 +180,58 @@ def _unusable(dataset: str, shape: str, n_questions: int, n_usable: int) -> str 
     return None
 
 
+def paper_half(doc_id: str) -> str:
+    """``tuning`` when the SHA-256 of the document id (UTF-8) is even, else ``reporting``: a
+    fixed split of a dataset's papers into two halves."""
+    return HALVES[int(hashlib.sha256(doc_id.encode()).hexdigest(), 16) % 2]
+
+
+def select_half(batch: DocumentBatch, half: str | None) -> DocumentBatch:
+    """The documents of ``batch`` in ``half`` (:func:`paper_half`; all when None)."""
+    if half is None:
+        return batch
+    if half not in HALVES:
+        raise DatasetMismatch(f"unknown half {half!r}; expected one of: {', '.join(HALVES)}")
+    keep = [d for d in batch.documents["doc_id"].to_list() if paper_half(d) == half]
+    return replace(batch, documents=batch.documents.filter(pl.col("doc_id").is_in(keep)),
+                   priors=batch.priors.filter(pl.col("doc_id").is_in(keep)),
+                   questions=batch.questions.filter(pl.col("doc_id").is_in(keep)))
+
+
+def abstention_metrics(rows: list[dict], condition: str) -> dict:
+    """Abstention precision and recall of ``condition`` against the questions whose gold answers
+    all say unanswerable (QASPER rows)."""
+    mine = [r for r in rows if r["condition"] == condition]
+    abstained = [r for r in mine if not r["attempted"]]
+    negatives = [r for r in mine if r["unanswerable"]]
+    hits = sum(r["unanswerable"] for r in abstained)
+    return {"abstained": len(abstained), "negatives": len(negatives),
+            "precision": hits / len(abstained) if abstained else None,
+            "recall": hits / len(negatives) if negatives else None}
+
+
+def abstention_curve(rows: list[dict], condition: str, thresholds: list[float]) -> list[dict]:
+    """For each threshold t, ``condition`` as if it also abstained when the question's best
+    relevance is below t: coverage (share attempted), accuracy (Answer-F1 ≥ 0.5, abstentions
+    scored as "Unanswerable"), Answer-F1, accuracy among the attempted, and abstention precision
+    and recall. Exact for every t at or above the run's own ``abstain_below``."""
+    mine = [r for r in rows if r["condition"] == condition]
+    out = []
+    for t in thresholds:
+        n = max(len(mine), 1)
+        kept = [r for r in mine if r["attempted"] and (r["best_relevance"] is not None and r["best_relevance"] >= t)]
+        kept_ids = {id(r) for r in kept}
+        dropped = [r for r in mine if id(r) not in kept_ids]
+        f1 = [r["answer_f1"] for r in kept] + [r["abstain_f1"] for r in dropped]
+        negatives = sum(r["unanswerable"] for r in mine)
+        hits = sum(r["unanswerable"] for r in dropped)
+        out.append({"threshold": t, "coverage": len(kept) / n, "accuracy": sum(f >= ACCURACY_F1 for f in f1) / n,
+                    "answer_f1": sum(f1) / n,
+                    "selective_accuracy": sum(r["answer_f1"] >= ACCURACY_F1 for r in kept) / len(kept) if kept else None,
+                    "precision": hits / len(dropped) if dropped else None, "recall": hits / negatives if negatives else None})
+    return out
+
+
 def paragraphs(text: str) -> list[str]:
     """The paragraphs of a prior (sections are stored as paragraphs joined by blank lines)."""
     return [p.strip() for p in text.split("\n\n") if p.strip()]
@@ -234,10 +301,16 @@ def gold_reference(dataset: str, gold_json: str | None):
 
 
 def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: ScoringParams, *, alpha: float,
-                k: int = 5, context_passages: int = 3, progress: Callable[[int], None] | None = None) -> QAResult:
+                k: int = 5, context_passages: int = 3, progress: Callable[[int], None] | None = None,
+                graphs: Callable[[str], pl.DataFrame] | None = None) -> QAResult:
     """Run the four conditions on every question of ``batch``; ``progress(n)`` is called after
-    each document with its number of questions."""
+    each document with its number of questions. The retrieval settings are ``params``'s
+    (``retrieval_k``, ``relevance_floor``, ``abstain_below``) with ``alpha`` and ``k``;
+    ``graphs(doc_id)``, when given, returns the GRACE candidates of a document (a cache of
+    :func:`graph_candidates`, for parameter sweeps)."""
     check_dataset(batch, dataset)
+    grace_retrieval = Retrieval.of(params, top=k, alpha=alpha)
+    rag_retrieval = replace(grace_retrieval, alpha=1.0)
     tallies = {c: ConditionTally(c) for c in CONDITIONS}
     rows: list[dict] = []
     for doc_id, title in batch.documents.select("doc_id", "title").iter_rows():
@@ -253,15 +326,16 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
                                             pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "status": pl.Utf8, "closeness_norm": pl.Float64}),
                                             pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "text": pl.Utf8}),
                                             expansion=False)
-        grace_candidates = graph_candidates(batch, doc_id, roles, params, context_passages=context_passages)
+        grace_candidates = (graphs(doc_id) if graphs is not None
+                            else graph_candidates(batch, doc_id, roles, params, context_passages=context_passages))
         for qid, question, options, gold_json in qs.select("question_id", "question", "options", "gold_json").iter_rows():
             opts = tuple(options) if dataset == "quality" else None
             gold = gold_reference(dataset, gold_json)
             if dataset == "qasper" and not gold:
                 continue  # no usable reference answer
             z_part, z_full = roles.answerer.answer([AnswerRequest(question, part, opts), AnswerRequest(question, full, opts)])
-            rag = ask(question, rag_candidates, roles, alpha=1.0, k=k, options=opts)
-            gr = ask(question, grace_candidates, roles, alpha=alpha, k=k, options=opts)
+            rag = ask(question, rag_candidates, roles, k=k, options=opts, retrieval=rag_retrieval)
+            gr = ask(question, grace_candidates, roles, k=k, options=opts, retrieval=grace_retrieval)
             outcomes = {
                 "Zero-shot + Part": (z_part, paragraphs(part)),
                 "Zero-shot + Full": (z_full, paragraphs(full)),
@@ -273,7 +347,8 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
                 t.n += 1
                 attempted = not ans.abstained and (ans.text is not None or ans.option is not None)
                 t.attempted += int(attempted)
-                row = {"doc_id": doc_id, "question_id": qid, "condition": name, "attempted": attempted}
+                row = {"doc_id": doc_id, "question_id": qid, "condition": name, "attempted": attempted,
+                       "best_relevance": rag.best_relevance}
                 if dataset == "qasper":
                     text = ans.text if attempted else UNANSWERABLE
                     evidence = answer_paragraph(ans.evidence or text, ctx_pars) if attempted else []
@@ -281,7 +356,9 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
                     t.answer_f1 += a_f1
                     t.evidence_f1 += e_f1
                     t.correct += float(a_f1 >= ACCURACY_F1)
-                    row.update(answer=text, answer_f1=a_f1, evidence_f1=e_f1, correct=a_f1 >= ACCURACY_F1)
+                    row.update(answer=text, answer_f1=a_f1, evidence_f1=e_f1, correct=a_f1 >= ACCURACY_F1,
+                               abstain_f1=score_question(UNANSWERABLE, [], gold)[0],
+                               unanswerable=all(g.kind == "none" for g in gold))
                 else:
                     em = option_exact_match(ans.option if attempted else None, int(gold))
                     t.correct += em
@@ -290,5 +367,10 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
         if progress is not None:
             progress(qs.height)
     n_questions = tallies["GRACE"].n
-    metrics = {"dataset": dataset, "n_questions": n_questions, "conditions": [tallies[c].metrics(dataset) for c in CONDITIONS]}
+    metrics = {"dataset": dataset, "n_questions": n_questions, "conditions": [tallies[c].metrics(dataset) for c in CONDITIONS],
+               "retrieval": {"alpha": alpha, "retrieval_k": grace_retrieval.retrieval_k, "relevance_floor": grace_retrieval.relevance_floor,
+                             "abstain_below": grace_retrieval.abstain_below, "top": k}}
+    if dataset == "qasper":
+        metrics["abstention"] = {c: abstention_metrics(rows, c) for c in CONDITIONS}
+        metrics["abstention_curve"] = abstention_curve(rows, "GRACE", [round(0.05 * i, 2) for i in range(0, 17)])
     return QAResult(metrics, rows)

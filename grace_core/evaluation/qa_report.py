@@ -22,6 +22,32 @@ def skipped_section(skipped: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
+def retrieval_section(metrics: dict) -> list[str]:
+    """The retrieval settings, abstention precision / recall per condition and the
+    accuracy–coverage curve over the abstention threshold (QASPER; none when absent)."""
+    lines: list[str] = []
+    r = metrics.get("retrieval")
+    if r:
+        lines += [f"Retrieval (RAG: α = 1, GRACE: α = {r['alpha']:g}): the {r['retrieval_k']} passages of highest cosine at or above "
+                  f"{r['relevance_floor']:g}, reranked, top {r['top']}; abstain when the best cosine is below {r['abstain_below']:g}.", ""]
+    if metrics.get("abstention"):
+        lines += ["## Abstention", "", "Negatives: the questions whose gold answers all say unanswerable.", "",
+                  "| condition | abstained | unanswerable | precision | recall |", "|---|---|---|---|---|"]
+        for name, a in metrics["abstention"].items():
+            lines.append(f"| {name} | {a['abstained']} | {a['negatives']} | {pct(a['precision'])} | {pct(a['recall'])} |")
+        lines.append("")
+    if metrics.get("abstention_curve"):
+        lines += ["GRACE as if it also abstained when the question's best relevance (cosine to its closest prior) is below t "
+                  "(exact for t at or above the run's own threshold):", "",
+                  "| t | coverage | accuracy | Answer-F1 | accuracy when attempted | abstention precision | abstention recall |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in metrics["abstention_curve"]:
+            lines.append(f"| {c['threshold']:.2f} | {pct(c['coverage'])} | {pct(c['accuracy'])} | {pct(c['answer_f1'])} | "
+                         f"{pct(c['selective_accuracy'])} | {pct(c['precision'])} | {pct(c['recall'])} |")
+        lines.append("")
+    return lines
+
+
 def render_markdown(metrics: dict, *, data: str, backend: str, seconds: float) -> str:
     """The report: one table row per condition, then what was skipped."""
     lines = [
@@ -38,5 +64,6 @@ def render_markdown(metrics: dict, *, data: str, backend: str, seconds: float) -
     lines += ["", "Accuracy: " + ("Answer-F1 ≥ 0.5 counts as correct (an abstention is the answer \"Unanswerable\")."
                                   if metrics["dataset"] == "qasper" else "exact match on the option (an abstention is wrong)."),
               "Answerability: share of questions the answerer attempted.", ""]
+    lines += retrieval_section(metrics)
     lines += skipped_section(metrics.get("skipped", []))
     return "\n".join(lines)
