@@ -120,3 +120,14 @@ def test_abstention_precision_recall_and_curve() -> None:
     low, high = abstention_curve(rows, "GRACE", [0.0, 0.5])
     assert (low["coverage"], low["accuracy"], low["recall"]) == (0.5, 0.5, 0.5)
     assert (high["coverage"], high["accuracy"], high["precision"], high["recall"]) == (0.25, 0.75, pytest.approx(2 / 3), 1.0)
+
+
+def test_paired_bootstrap_of_grace_minus_rag() -> None:
+    from grace_core.evaluation.qa_harness import paired_bootstrap
+
+    rows = [{"doc_id": f"d{i % 5}", "question_id": f"q{i}", "condition": c, "answer_f1": v}
+            for i in range(20) for c, v in (("GRACE", 0.5 + 0.1 * (i % 2)), ("RAG", 0.5))]
+    d = paired_bootstrap(rows, "GRACE", "RAG", "answer_f1")
+    assert d["difference"] == pytest.approx(0.05) and d["low"] - 1e-9 <= 0.05 <= d["high"] + 1e-9
+    same = paired_bootstrap([{**r, "answer_f1": 0.3} for r in rows], "GRACE", "RAG", "answer_f1")
+    assert (same["difference"], same["low"], same["high"]) == (0.0, 0.0, 0.0)

@@ -232,6 +232,29 @@ def abstention_curve(rows: list[dict], condition: str, thresholds: list[float]) 
     return out
 
 
+def paired_bootstrap(rows: list[dict], a: str, b: str, metric: str, *, samples: int = 2000, seed: int = 0) -> dict:
+    """The mean of ``metric`` under condition ``a`` minus under ``b`` over the same questions,
+    with a 95% interval from a paired bootstrap that resamples papers (questions of a paper stay
+    together); ``metric`` is a row key (``answer_f1``, ``evidence_f1``, ``correct``)."""
+    import numpy as np
+
+    by = {(r["doc_id"], r["question_id"], r["condition"]): float(r[metric]) for r in rows if r["condition"] in (a, b)}
+    keys = sorted({(d, q) for d, q, _ in by})
+    docs = sorted({d for d, _ in keys})
+    index = {d: i for i, d in enumerate(docs)}
+    sums, counts = np.zeros(len(docs)), np.zeros(len(docs))
+    for d, q in keys:
+        sums[index[d]] += by[(d, q, a)] - by[(d, q, b)]
+        counts[index[d]] += 1
+    if not docs:
+        return {"difference": None, "low": None, "high": None}
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(docs), size=(samples, len(docs)))
+    boot = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    low, high = np.quantile(boot, [0.025, 0.975])
+    return {"difference": float(sums.sum() / counts.sum()), "low": float(low), "high": float(high)}
+
+
 def paragraphs(text: str) -> list[str]:
     """The paragraphs of a prior (sections are stored as paragraphs joined by blank lines)."""
     return [p.strip() for p in text.split("\n\n") if p.strip()]
@@ -372,5 +395,6 @@ def evaluate_qa(batch: DocumentBatch, dataset: str, roles: ModelRoles, params: S
                              "abstain_below": grace_retrieval.abstain_below, "top": k}}
     if dataset == "qasper":
         metrics["abstention"] = {c: abstention_metrics(rows, c) for c in CONDITIONS}
+        metrics["grace_minus_rag"] = {m: paired_bootstrap(rows, "GRACE", "RAG", m) for m in ("answer_f1", "evidence_f1", "correct")}
         metrics["abstention_curve"] = abstention_curve(rows, "GRACE", [round(0.05 * i, 2) for i in range(0, 17)])
     return QAResult(metrics, rows)

@@ -30,6 +30,13 @@ def retrieval_section(metrics: dict) -> list[str]:
     if r:
         lines += [f"Retrieval (RAG: α = 1, GRACE: α = {r['alpha']:g}): the {r['retrieval_k']} passages of highest cosine at or above "
                   f"{r['relevance_floor']:g}, reranked, top {r['top']}; abstain when the best cosine is below {r['abstain_below']:g}.", ""]
+    if metrics.get("grace_minus_rag"):
+        lines += ["GRACE − RAG on the same questions (95% interval: paired bootstrap over papers, 2,000 samples):", "",
+                  "| figure | difference | 95% interval |", "|---|---|---|"]
+        for m, d in metrics["grace_minus_rag"].items():
+            if d["difference"] is not None:
+                lines.append(f"| {m} | {100 * d['difference']:+.2f} pt | [{100 * d['low']:+.2f}, {100 * d['high']:+.2f}] pt |")
+        lines.append("")
     if metrics.get("abstention"):
         lines += ["## Abstention", "", "Negatives: the questions whose gold answers all say unanswerable.", "",
                   "| condition | abstained | unanswerable | precision | recall |", "|---|---|---|---|---|"]

@@ -23,7 +23,7 @@ def run_eval(*args: str):
 
 def check_outputs(out: Path, dataset: str) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
-    extra = {"abstention", "abstention_curve"} if dataset == "qasper" else set()
+    extra = {"abstention", "abstention_curve", "grace_minus_rag"} if dataset == "qasper" else set()
     assert set(metrics) == {"dataset", "n_questions", "conditions", "skipped", "retrieval"} | extra
     assert metrics["skipped"] == []
     assert metrics["dataset"] == dataset and metrics["n_questions"] > 0
