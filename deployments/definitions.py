@@ -9,11 +9,12 @@ Each deployment is named for what it does (``prefect deployment ls`` lists ``flo
   Run form or ``prefect deployment run`` with the flow's typed parameters.
 
 A scheduled deployment runs one run at a time, and a run due while another is running is
-cancelled (Prefect's deployment concurrency limit 1, collision strategy ``CANCEL_NEW``): after a
-downtime, the runs missed meanwhile start together and all but one end Cancelled ("Deployment
-concurrency limit reached."), so a restart runs one round and one inbox scan, not one per missed
-slot. Its description says its schedule in words (the deployment list shows a cron string, or
-"+1" for a second schedule).
+cancelled (Prefect's deployment concurrency limit 1, collision strategy ``CANCEL_NEW``; Prefect
+3.9 has no catch-up setting for schedules): the runs missed during a downtime that start
+together all end Cancelled ("Deployment concurrency limit reached.") but one. ``grace serve``
+also cancels all but the last missed run of each schedule as it starts (``Superseded``,
+flows/cli/serve.py), so a restart runs one round and one inbox scan, not one per missed slot.
+Its description says its schedule in words (the deployment list shows only a cron string).
 
 ``grace serve`` serves them from one process; ``prefect.yaml`` declares the same deployments for
 a ``process`` work pool (``prefect deploy --all``).
