@@ -5,9 +5,26 @@ files its current Delta version names (``read_parquet([...])`` taking the ``roun
 Delta keeps in the folder name from the ``round=N/`` folders, or one branch per round when a
 folder above the lake has an ``=`` in its name; a typed empty ``SELECT`` while a table has no file), the derived views of :mod:`storage.views`, a
 ``lake_files`` table (every file with its table, round, rows, bytes and table version) and
-``_grace_catalog`` (which lake state it shows). Views name files by absolute path (local
-lakes) or ``s3://`` URL, so the file opens in plain ``duckdb``; only files of committed Delta
-versions are named.
+``_grace_catalog`` (which lake state it shows). Only files of committed Delta versions are
+named: by ``s3://`` URL for an S3 lake (its catalog is a local cache file, keyed by the lake's
+URI: a copy of the bucket prefix is another lake with a catalog of its own), by absolute path
+for a local lake.
+
+**Location.** A local lake's catalog travels with the lake (a copy, a move, a restored backup,
+a sync to a laptop), and a plain ``duckdb`` session on the copy's ``catalog.duckdb`` must read
+the copy's files, never the original's. DuckDB (2.0) gives a view no way to name its files
+relative to its database: table-function arguments must be constant (no subquery of
+``duckdb_databases()``), relative paths resolve against the process's working directory (or
+``file_search_path``, a session setting a catalog cannot carry). One constant does say where
+the database lies: ``current_setting('temp_directory')``, whose default is the database file's
+absolute path plus ``.tmp``. So each view of a local lake lists its files by absolute path and
+places them, when it is bound, under the folder of the ``catalog.duckdb`` the session opened
+(:func:`_located_sql`); in GRACE's sandbox (``temp_directory`` ``''``) and in a catalog of
+another name (time travel, a private catalog) they stay where they were; a session that cannot
+tell (the catalog ATTACHed to an in-memory database, ``temp_directory`` set by hand) fails in
+one line naming the lake instead of reading it. GRACE itself still rebuilds a catalog whose
+recorded lake is not the one it opens (its state row and seal name the lake) before serving it.
+The ``lake_files`` table keeps the absolute paths of the lake the catalog was built for.
 
 It is rebuilt after every commit and whenever a reader finds it behind the lake
 (:func:`ensure_catalog`): built in a temporary file beside the old one, then renamed over it,
@@ -51,7 +68,7 @@ import duckdb
 import pyarrow as pa
 
 from grace_core.errors import LakeError
-from storage.delta_tables import LakeState, TableState
+from storage.delta_tables import TABLES_DIR, LakeState, TableState
 from storage.filesystem import CATALOG_FILE, Store
 from storage.schemas import ROUND, TABLES, TableSpec
 from storage.views import DERIVED_VIEWS
@@ -59,6 +76,7 @@ from storage.views import DERIVED_VIEWS
 STATE_TABLE = "_grace_catalog"
 FILES_TABLE = "lake_files"
 SEAL_KEY_FILE = ".catalog-seal.key"
+PRIVATE_CATALOG_FILE = "lake-catalog.duckdb"  # not catalog.duckdb: a session that opens it reads the lake it names (_located_sql)
 STALE_TEMP_SECONDS = 600  # a catalog build takes seconds; older temporary files are leftovers of killed builds
 PRIVATE_COLUMNS: dict[str, tuple[str, ...]] = {"reviewers": ("salt", "key_hash")}
 """Columns no SQL user sees, by table: the ``reviewers`` table's salt and key hash, which are
@@ -89,24 +107,81 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_OWN_SUFFIX = f"/{CATALOG_FILE}.tmp"
+_TEMP_DIRECTORY = "current_setting('temp_directory')"
+_OPEN_AS_OWN = f"ends_with({_TEMP_DIRECTORY}, {_quote(_OWN_SUFFIX)})"
+"""True in a session that opened a file named ``catalog.duckdb`` as its database: DuckDB's
+default ``temp_directory`` is the database file's path plus ``.tmp`` (absolute), the one value
+a view can read at bind time that tells where its catalog lies (table-function arguments must
+be constant: no subquery of ``duckdb_databases()``)."""
+
+
+def _lake_root(spec: TableSpec, table: TableState) -> str | None:
+    """The local lake root (absolute, no trailing ``/``) whose ``tables/<name>/`` holds
+    ``table``'s files; None for an S3 lake (its files are named by ``s3://`` URL)."""
+    uri = table.files[0].uri
+    if "://" in uri:
+        return None
+    return uri[: uri.rindex(f"/{TABLES_DIR}/{spec.name}/")]
+
+
+def _located_sql(root: str, path: str) -> str:
+    """Where a view of a local lake reads the file ``path`` (an absolute path under the lake
+    ``root``, the lake the catalog was built for), decided when the view is bound (a constant
+    expression, so a ``read_parquet`` argument; a failure is one line at bind time):
+
+    - under the folder of the catalog file, when the session opened a file named
+      ``catalog.duckdb`` as its database (:data:`_OPEN_AS_OWN`): a lake copied, moved or restored
+      elsewhere reads its own files, the original's never;
+    - ``path`` itself in GRACE's sandbox (an in-memory database that attaches the catalog with
+      ``temp_directory`` set to ``''``, :func:`storage.readonly_sql.sandbox`) and in a session
+      that opened as its database a catalog of another name (time travel, private catalogs, a
+      catalog built elsewhere: their ``temp_directory`` is their path plus ``.tmp``);
+    - else an error naming ``root``: a session that attached the catalog to another database
+      (DuckDB's in-memory ``temp_directory`` is ``.tmp``) or set ``temp_directory`` by hand
+      cannot tell where the catalog lies, and does not guess."""
+    skip = len(_OWN_SUFFIX) - 1
+    message = (f"this catalog names the files of the lake {root} relative to its own folder, and this session "
+               f"cannot tell where it lies: open the lake's {CATALOG_FILE} itself as the database "
+               f"(duckdb <lake>/{CATALOG_FILE}, temp_directory left at its default) rather than ATTACH it, "
+               "or query through grace sql")
+    return (f"CASE WHEN {_OPEN_AS_OWN} THEN left({_TEMP_DIRECTORY}, length({_TEMP_DIRECTORY}) - {skip}) || "
+            f"substr({path}, {len(root) + 2}) "
+            f"WHEN {_TEMP_DIRECTORY} = '' OR (ends_with({_TEMP_DIRECTORY}, '.tmp') AND {_TEMP_DIRECTORY} <> '.tmp') "
+            f"THEN {path} ELSE error({_quote(message)}) END")
+
+
+def _paths_sql(uris: list[str], root: str | None) -> str:
+    """The ``read_parquet`` file list: the URIs (S3, or local paths placed by
+    :func:`_located_sql` under the folder the catalog lies in)."""
+    listed = "[" + ", ".join(_quote(u) for u in uris) + "]"
+    return listed if root is None else f"list_transform({listed}, lambda f: {_located_sql(root, 'f')})"
+
+
 def table_view_sql(spec: TableSpec, table: TableState) -> str:
     """The ``SELECT`` behind the view of one table: its columns in declared order (but its
     :data:`PRIVATE_COLUMNS`), its files smallest first. DuckDB binds a ``read_parquet`` by
     reading the footer of the first file it lists, and a compacted partition's file can hold 87M
     rows in 21,000 row groups (a 13 MB footer): listed first, every query of the table spent
     0.3 s binding, even one whose ``round`` filter skips that file (``edges`` after round 1 of a
-    100,000-document lake, 0.28 s against 0.01 s listed last)."""
+    100,000-document lake, 0.28 s against 0.01 s listed last).
+
+    A local lake's files are listed by the absolute paths they had when the catalog was built and
+    placed under the catalog's own folder when the view is bound (:func:`_located_sql`): a plain
+    ``duckdb`` session on the ``catalog.duckdb`` of a copy of the lake reads the copy, never the
+    original."""
     shown = [f for f in spec.schema if f.name not in PRIVATE_COLUMNS.get(spec.name, ())]
     if not table.files:
         cols = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in shown)
         return f"SELECT {cols} LIMIT 0"
+    root = _lake_root(spec, table)
     if spec.partitioned and all(f.uri.count("=") == 1 and f"/{ROUND}={f.round}/" in f.uri for f in table.files):
         # one scan whose round comes from the round=N/ folders (DuckDB skips the other folders
         # when a query filters on round): a view of one branch binds in a fraction of the time
         # of one branch per round, and every commit rebuilds the catalog
         cols = ", ".join(f'"{f.name}"' for f in shown)
-        paths = ", ".join(_quote(f.uri) for f in sorted(table.files, key=lambda f: f.bytes))
-        return f"SELECT {cols} FROM read_parquet([{paths}], hive_partitioning = true, hive_types = {{'{ROUND}': INTEGER}})"
+        paths = _paths_sql([f.uri for f in sorted(table.files, key=lambda f: f.bytes)], root)
+        return f"SELECT {cols} FROM read_parquet({paths}, hive_partitioning = true, hive_types = {{'{ROUND}': INTEGER}})"
     groups: dict[int | None, list[str]] = {}  # a folder elsewhere in the path has an "=": one branch per round
     for f in sorted(table.files, key=lambda f: f.bytes):
         groups.setdefault(f.round, []).append(f.uri)
@@ -116,8 +191,7 @@ def table_view_sql(spec: TableSpec, table: TableState) -> str:
             f'CAST({int(rnd)} AS INTEGER) AS "{ROUND}"' if spec.partitioned and f.name == ROUND else f'"{f.name}"'
             for f in shown
         )
-        paths = ", ".join(_quote(u) for u in uris)
-        branches.append(f"SELECT {cols} FROM read_parquet([{paths}], hive_partitioning = false)")
+        branches.append(f"SELECT {cols} FROM read_parquet({_paths_sql(uris, root)}, hive_partitioning = false)")
     return "\nUNION ALL\n".join(branches)
 
 
@@ -416,5 +490,5 @@ def ensure_catalog(store: Store, state: LakeState) -> Path:
         return main
     if _writable(main.parent):
         return build_catalog(store, state, main)
-    fallback = private / CATALOG_FILE
+    fallback = private / PRIVATE_CATALOG_FILE
     return fallback if catalog_is_current(store, state, fallback) else build_catalog(store, state, fallback)
