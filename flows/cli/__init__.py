@@ -25,11 +25,19 @@ app = typer.Typer(
 )
 
 
+ONE_MODULE = {"score": "scoring", "ask": "ask", "sql": "lake", "check": "lake"}
+"""Commands whose start-up imports only their own module (:func:`_register`)."""
+
+
 def _register(argv: list[str] | None = None) -> None:
-    """Register the commands on ``app``: all of them, or only ``grace score`` when ``argv``
-    names it (its start-up then imports no Prefect or DuckDB; benchmarks/bench_score_cli.py)."""
-    if argv is not None and argv[:1] == ["score"]:
-        from flows.cli import scoring  # noqa: F401
+    """Register the commands on ``app``: all of them, or only those of the module of the
+    command ``argv`` names when it is in :data:`ONE_MODULE` (``grace score`` then imports no
+    Prefect or DuckDB, benchmarks/bench_score_cli.py; ``grace ask``, ``sql`` and ``check`` no
+    Prefect, nor the other commands' modules)."""
+    if argv is not None and argv[:1] and argv[0] in ONE_MODULE:
+        import importlib
+
+        importlib.import_module(f"flows.cli.{ONE_MODULE[argv[0]]}")
     else:
         from flows.cli import ask, demo, eval, lake, report, review, reviewer, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
 
