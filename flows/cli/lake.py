@@ -1,6 +1,7 @@
 """``grace sql`` (read-only SQL over the lake's catalog, now or as of a round), ``grace ingest``
 (one document batch into the lake) and the lake's upkeep: ``grace compact``, ``grace vacuum``,
-``grace check`` (integrity) and ``grace migrate`` (a lake of the earlier format to Delta tables)."""
+``grace check`` (integrity), ``grace migrate`` (a lake of the earlier format to Delta tables),
+``grace backup`` and ``grace restore`` (a consistent snapshot of the lake, and a lake made from one)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from flows.settings import build_settings
 from storage.inbox import read_batch_file
 from storage.ingest import ingest_batch, write_invalid_report
 from grace_core.errors import LakeError
+from storage.backup import backup_lake, open_location, restore_lake
 from storage.check import check_lake
 from storage.lake import Lake
 from storage.config import MIN_RETENTION_HOURS
@@ -172,3 +174,31 @@ def migrate(lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP)) 
     tables, commit by commit under the same keys. Safe to re-run: what is migrated is skipped."""
     target = Lake.open(build_settings(lake=lake), must_exist=True, migrating=True)
     print(migrate_lake(target).summary())
+
+
+@app.command("backup")
+def backup(
+    dest: str = typer.Argument(..., help="An empty (or new) folder or s3://bucket/prefix to write the backup to."),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
+) -> None:
+    """Write a consistent snapshot of the lake to DEST: every table as of one point of the commit
+    log (a round running meanwhile is left out until its work is committed), with what
+    --as-of-round needs, the commit log, and grace-backup.json written last. Safe while rounds run."""
+    settings = build_settings(lake=lake)
+    source = Lake.open(settings, must_exist=True)
+    print(backup_lake(source, open_location(settings, dest)).summary())
+
+
+@app.command("restore")
+def restore(
+    src: str = typer.Argument(..., help="A backup written by grace backup: a folder or s3://bucket/prefix."),
+    lake: str = typer.Argument(..., help="The lake to create from it: a new or empty folder or s3://bucket/prefix."),
+) -> None:
+    """Make the lake LAKE from the backup SRC (refused when LAKE holds anything), check every file,
+    build its catalog. The restored lake answers as the source did when the backup was taken."""
+    settings = build_settings(lake=lake)
+    report, restored = restore_lake(open_location(settings, src), settings)
+    problems = check_lake(restored)
+    if problems.problems:
+        raise LakeError(f"lake {restored.uri}: restored, but {problems.summary()} (grace check lists them)")
+    print(f"{report.summary()}; {problems.summary()}")
