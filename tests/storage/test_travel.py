@@ -153,3 +153,18 @@ def test_an_s3_lake_copied_to_another_bucket_is_another_lake_that_reads_its_own_
     with duckdb.connect(str(copy.catalog()), read_only=True) as con:
         sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'claims'").fetchone()[0]
     assert f"s3://{bucket}/grace/lake/tables/claims/" in sql and src_bucket not in sql
+
+
+DELTA_COUNTS = ("import deltalake, json, sys, pathlib, polars as pl; root = pathlib.Path(sys.argv[1]);"
+                "print(json.dumps({p.name: pl.read_delta(str(p)).height for p in sorted(root.iterdir()) if (p / '_delta_log').is_dir()}))")
+
+
+def test_plain_deltalake_and_polars_read_every_table_as_grace_sql_counts_it(two_rounds: Lake) -> None:  # noqa: F811
+    """Readable by the engines users outgrow to: a process with only deltalake and polars (no
+    GRACE code) reads every table the lake holds, and each count equals ``grace sql``'s."""
+    done = subprocess.run([sys.executable, "-c", DELTA_COUNTS, str(Path(two_rounds.uri) / "tables")],
+                          capture_output=True, text=True, timeout=120, check=True)
+    counts = json.loads(done.stdout)
+    assert {"claims", "scores", "deferrals", "verdicts", "decisions"} <= set(counts)
+    for table, n in counts.items():
+        assert two_rounds.query(f'SELECT count(*) AS n FROM "{table}"')["n"][0] == n, table
