@@ -139,7 +139,7 @@ class _PacketAnswer(RunInput):
     nothing answered (often a slip of the Submit button) does not end the packet."""
 
     @model_validator(mode="after")
-    def _notes_have_verdicts(self) -> _PacketAnswer:
+    def _answered(self) -> _PacketAnswer:
         values = self.model_dump()
         lonely = [k.removeprefix("note_") for k, v in values.items() if k.startswith("note_") and v.strip()
                   and values.get(f"claim_{k.removeprefix('note_')}") == PENDING]
