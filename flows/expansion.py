@@ -128,7 +128,8 @@ def expansion_round(params: RoundParams = RoundParams()) -> list[dict]:
             logger.info("score: settled and scored round %d", round_id)
             update_progress_artifact(progress, 80.0)
         dispatched = dispatch_reviews(stage)
-        logger.info("dispatch: %d claims deferred within budget %.2f; packets: %s", dispatched["deferred"], settings.budget,
+        logger.info("dispatch: %d claim%s deferred within budget %.2f; packets: %s", dispatched["deferred"],
+                    "" if dispatched["deferred"] == 1 else "s", settings.budget,
                     ", ".join(f"{k} {v}" for k, v in sorted(dispatched["packets"].items())) or "none")
         create_markdown_artifact(key="grace-review-packets", markdown=packets_markdown(settings, round_id, dispatched["packets"]),
                                  description=f"Round {round_id}: review packets")

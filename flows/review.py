@@ -158,7 +158,7 @@ def dispatch_reviews(params: DispatchParams) -> dict:
     packets = send_packets(settings, params.round_id, now)
     questions = recheck_queries(settings, params.round_id, now)
     get_run_logger().info(
-        "round %d: deferred %d claims within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n,
+        "round %d: deferred %d claim%s within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n, "" if n == 1 else "s",
         settings.budget, ", ".join(settings.pool), settings.overlap, counts(verdicts) or "nothing new", counts(packets) or "none",
     )
     if current_run.parent_flow_run_id is None:  # a sub-flow's parent (expansion_round) publishes it on its own run

@@ -54,7 +54,7 @@ from flows.runtime import open_lake, roles_with_cache, timestamp
 from flows.verdicts import pending_for, record_verdicts, review_context
 from grace_core.errors import UnprovenReviewer
 from grace_core.identifiers import ID_PATTERN, pydantic_id
-from grace_core.verdict_files import VerdictRow
+from grace_core.verdict_files import MAX_SECONDS_SPENT, VerdictRow
 from storage.lake import Lake
 
 PENDING = "leave pending"
@@ -179,10 +179,10 @@ def refusal(exc: ValidationError) -> str:
 
 def answered_rows(answer: RunInput, context: pl.DataFrame, reviewer: str, source: str, seconds: float) -> list[VerdictRow]:
     """The verdicts of a submitted form: one row per claim given a verdict, each with an equal
-    share of the ``seconds`` the packet was open."""
+    share of the ``seconds`` the packet was open, at most :data:`~grace_core.verdict_files.MAX_SECONDS_SPENT` (24 h)."""
     values = answer.model_dump()
     chosen = [i for i in range(1, context.height + 1) if values[f"claim_{i}"] != PENDING]
-    share = seconds / len(chosen) if chosen else 0.0
+    share = min(seconds / len(chosen), MAX_SECONDS_SPENT) if chosen else 0.0  # a form left open for days is not days of work
     rows = []
     for i in chosen:
         r = context.row(i - 1, named=True)

@@ -159,6 +159,8 @@ def test_prefect_yaml_declares_the_same_deployments() -> None:
         assert d["entrypoint"] == served[name].entrypoint, name
         assert d.get("parameters", {}) == served[name].parameters, name
         assert set(d["tags"]) == set(served[name].tags), name
+        if "scheduled" in d["tags"]:  # one run at a time, a run that would overlap is cancelled, as served
+            assert d["concurrency_limit"] == {"limit": served[name].concurrency_limit, "collision_strategy": "CANCEL_NEW"}, name
     assert declared["expansion_round/nightly-expansion"]["schedules"] == [{"cron": defaults.nightly_cron, "timezone": defaults.timezone}]
     assert declared["watch_inbox/inbox-watcher"]["schedules"] == [{"interval": defaults.inbox_interval_s}]
     assert declared["maintain_lake/lake-maintenance"]["schedules"] == [{"cron": defaults.maintenance_cron, "timezone": defaults.timezone}]

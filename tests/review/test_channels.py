@@ -244,7 +244,8 @@ def test_prefect_ui_form_resumed_with_run_input(local_lake: Lake, reviewers) -> 
     schema = read_flow_run_input(keyset["schema"], flow_run_id=run.id)
     assert [k for k in schema["properties"] if k.startswith("claim_")] == ["claim_1", "claim_2", "claim_3"]  # packet_size
     description = read_flow_run_input(keyset["description"], flow_run_id=run.id)
-    assert CLAIMS["c:1"] in description and "**nearest prior**" in description and "**status** boundary" in description
+    evidence = schema["properties"]["claim_1"]["description"]  # each claim's evidence is its field's description
+    assert CLAIMS["c:1"] in evidence and "Nearest prior: " in evidence and "Status: boundary" in evidence
     claim = schema["properties"]["claim_1"]  # a plain select with a default: the default UI and V2 both render it
     assert claim["enum"] == ["confirm", "reject", "abstain", "leave pending"] and claim["default"] == "leave pending"
     assert schema["properties"]["note_1"]["title"] == "Note on claim 1"
