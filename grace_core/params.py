@@ -37,13 +37,13 @@ class ScoringParams(BaseModel):
     mu: float = Field(0.002, ge=0, le=MAX_WEIGHT, description="Cost per expected review second (DESIGN §4: 30 s of human review add 0.06).")
     review_seconds: float = Field(
         30.0, ge=0, le=86_400, description="Expected seconds per claim for human reviewers with no history (at most a day).")
-    alpha: float = Field(0.5, ge=0, le=1, description="Retrieval rerank: score = alpha·cos + (1 − alpha)·ĈC, among the candidates "
+    alpha: float = Field(0.9, ge=0, le=1, description="Retrieval rerank: score = alpha·cos + (1 − alpha)·ĈC, among the candidates "
                          "gathered by relevance only (DESIGN §6).")
     retrieval_k: int = Field(10, ge=1, le=10_000, description="Retrieval candidates per question: the passages with the highest cosine "
                              "to it (at or above GRACE_RELEVANCE_FLOOR), which alpha then reranks (at most 10,000).")
-    relevance_floor: float = Field(0.2, ge=-1, le=1, description="A passage whose cosine to the question is below this is never a "
+    relevance_floor: float = Field(0.3, ge=-1, le=1, description="A passage whose cosine to the question is below this is never a "
                                    "retrieval candidate, however grounded.")
-    abstain_below: float = Field(0.0, ge=-1, le=1, description="Answers abstain when the best candidate's cosine to the question is "
+    abstain_below: float = Field(0.3, ge=-1, le=1, description="Answers abstain when the best candidate's cosine to the question is "
                                  "below this (or no passage reaches GRACE_RELEVANCE_FLOOR).")
 
     @model_validator(mode="after")
