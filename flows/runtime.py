@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 import polars as pl
 
+from flows.run_logs import one_line_errors
 from flows.settings import GraceSettings
 from grace_core.models.factory import ModelRoles, build_roles, embeds_offline
 from grace_core.models.offline_embedder import OfflineEmbedder
@@ -74,3 +75,6 @@ def stage_row(round_id: int, stage: str, started: datetime, n_documents: int, de
         "n_documents": [n_documents], "detail_json": [detail],
     }, schema={"round": pl.Int32, "stage": pl.Utf8, "started_at": pl.Datetime("us", "UTC"), "finished_at": pl.Datetime("us", "UTC"),
                "n_documents": pl.Int64, "detail_json": pl.Utf8})
+
+
+one_line_errors()  # a failed run's log is its reason in one line; the traceback at DEBUG (flows/run_logs.py)
