@@ -41,10 +41,11 @@ class ScoringParams(BaseModel):
                          "gathered by relevance only (DESIGN §6).")
     retrieval_k: int = Field(10, ge=1, le=10_000, description="Retrieval candidates per question: the passages with the highest cosine "
                              "to it (at or above GRACE_RELEVANCE_FLOOR), which alpha then reranks (at most 10,000).")
-    relevance_floor: float = Field(0.3, ge=-1, le=1, description="A passage whose cosine to the question is below this is never a "
-                                   "retrieval candidate, however grounded.")
-    abstain_below: float = Field(0.3, ge=-1, le=1, description="Answers abstain when the best candidate's cosine to the question is "
-                                 "below this (or no passage reaches GRACE_RELEVANCE_FLOOR).")
+    relevance_floor: float = Field(-1.0, ge=-1, le=1, description="A passage whose cosine to the question is below this is never a "
+                                   "retrieval candidate, however grounded (-1: none; 0.3 suits section-sized passages: "
+                                   "docs/evaluation.md).")
+    abstain_below: float = Field(-1.0, ge=-1, le=1, description="Answers abstain when the best candidate's cosine to the question is "
+                                 "below this (or no passage reaches GRACE_RELEVANCE_FLOOR); -1: only when the answerer does.")
 
     @model_validator(mode="after")
     def _weights_ordered(self) -> "ScoringParams":
