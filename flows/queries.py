@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 from flows.settings import GraceSettings
 from grace_core.ask import AskResult, ask, candidate_passages
 from grace_core.models.factory import ModelRoles
+from grace_core.retrieval import Retrieval
 from grace_core.queries import best_score, grow_with_responses, is_unanswered, not_sampled, open_queries, query_id
 from storage.lake import Lake
 
@@ -104,7 +105,7 @@ def ask_again(lake: Lake, settings: GraceSettings, roles: ModelRoles, rows: pl.D
     (``query_id, doc_id, question``) again against its document's knowledge now."""
     out = []
     for qid, doc_id, question in rows.select("query_id", "doc_id", "question").iter_rows():
-        result = ask(question, lake_candidates(lake, doc_id), roles, alpha=settings.alpha)
+        result = ask(question, lake_candidates(lake, doc_id), roles, retrieval=Retrieval.of(settings))  # the settings grace ask uses
         out.append({"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "recheck",
                     "answerable": not is_unanswered(result, settings.ask_min_score), "best_score": best_score(result), "asked_at": now})
     return pl.DataFrame(out, schema=QUERY_SCHEMA)
