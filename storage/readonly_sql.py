@@ -347,7 +347,8 @@ def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: A
     except MemoryError:
         payload = b"E" + json.dumps({"kind": "memory", "message": ""}).encode()
     except BaseException as exc:  # noqa: BLE001 - the child reports every failure as a line, then exits
-        payload = b"E" + json.dumps({"kind": "QueryFailed", "message": _first_line(exc) or type(exc).__name__}).encode()
+        kind = "memory" if "Out of Memory" in str(exc) else "QueryFailed"  # e.g. Arrow's buffers, as DuckDB hands them over
+        payload = b"E" + json.dumps({"kind": kind, "message": _first_line(exc) or type(exc).__name__}).encode()
     try:
         view = memoryview(payload)
         while view:

@@ -38,6 +38,7 @@ def test_the_round_report_reads_plainly() -> None:
 def test_the_dispatch_lists_its_deferred_claims(local_lake, reviewers) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
 
     reviewers("alice", use_verifier=True)
     dispatch_reviews(stage(local_lake, 1, now=T0))
@@ -49,5 +50,5 @@ def test_the_dispatch_lists_its_deferred_claims(local_lake, reviewers) -> None:
     assert set(rows[0]) == {"rank", "claim", "document", "reviewer", "due"}  # no status: audits stay blind
     with get_client(sync_client=True) as client:
         (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["grace-deferred-claims"])),
-                                            limit=1)
+                                            sort=ArtifactSort.CREATED_DESC, limit=1)  # this dispatch's: the server is the session's
     assert artifact.type == "table" and json.loads(artifact.data) == rows
