@@ -196,7 +196,7 @@ class S3Store(Store):
             config=Config(retries={"max_attempts": 5, "mode": "standard"}),
         )
         self.arrow_fs = pafs.S3FileSystem(endpoint_override=endpoint_url, region=self.region)
-        if not _S3_STORES:
+        if not _S3_STORES:  # again after every store was collected: the handler below runs once per registration
             atexit.register(_release_s3)  # registered after pyarrow.fs's own handler, so it runs before it
         _S3_STORES.add(self)
         lake_hash = hashlib.sha256(f"{endpoint_url or 'aws'}|{self.uri}".encode()).hexdigest()[:16]
@@ -362,7 +362,7 @@ def _release_s3() -> None:
     client or a scan's thread can abort the process ("terminate called without an active
     exception", exit -6) after the command had printed its result; apache/arrow#34314."""
     for store in list(_S3_STORES):
-        del store.arrow_fs
+        store.__dict__.pop("arrow_fs", None)  # an earlier registration of this handler may have dropped it already
     gc.collect()
 
 
