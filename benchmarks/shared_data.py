@@ -1,6 +1,6 @@
 """Where the benchmarks find the full QASPER dev data, when the machine has it: the folder
-``GRACE_DATA_DIR`` names, else ``shared/data`` in the folder that holds the repository (not part
-of it; a clone may not have it). A benchmark without it says so in one line and exits with 2."""
+``GRACE_DATA_DIR`` names (not part of the repository; see docs/development.md, Data and
+attribution). A benchmark without it says so in one line and exits with 2."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-DATA_DIR = Path(os.environ["GRACE_DATA_DIR"]) if os.environ.get("GRACE_DATA_DIR") else Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_DIR = Path(os.environ.get("GRACE_DATA_DIR") or "GRACE_DATA_DIR is not set")
 """The full QASPER/QuALITY dev data folder (``qasper/qasper_dev.jsonl``, ``quality/…``)."""
 QASPER_DEV = DATA_DIR / "qasper" / "qasper_dev.jsonl"
 

@@ -1,7 +1,7 @@
 """Shared fixtures. Tests read the QASPER/QuALITY samples bundled in tests/fixtures/ (see its
 README for attribution and licence); the full QASPER/QuALITY dev files, when the machine has
-them (``GRACE_DATA_DIR``, else ``shared/data`` in the folder that holds the repository), are
-only read by the tests that ask for ``shared_data``, which are skipped when they are not there."""
+them (the folder ``GRACE_DATA_DIR`` names), are only read by the tests that ask for
+``shared_data``: optional checks over the whole files, skipped with their reason without it."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 QASPER_SAMPLE = FIXTURES / "qasper_dev_sample.jsonl"
 QUALITY_SAMPLE = FIXTURES / "quality_dev_sample.jsonl"
-SHARED_DATA = Path(os.environ["GRACE_DATA_DIR"]) if os.environ.get("GRACE_DATA_DIR") else REPO.parent / "shared" / "data"
-"""The full dev data folder (``qasper/qasper_dev.jsonl``, ``quality/quality_dev_subset.jsonl``):
-``GRACE_DATA_DIR`` when set, else ``shared/data`` beside the repository (as CI has it)."""
+SHARED_DATA = Path(os.environ.get("GRACE_DATA_DIR") or "GRACE_DATA_DIR is not set")
+"""The full dev data folder (``qasper/qasper_dev.jsonl``, ``quality/quality_dev_subset.jsonl``),
+named by ``GRACE_DATA_DIR``; every other test runs on tests/fixtures/."""
 
 
 @pytest.fixture(scope="session")
