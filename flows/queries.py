@@ -1,20 +1,24 @@
 """User questions in the lake (:mod:`grace_core.queries`): the knowledge ``grace ask`` answers
-from, recording an unanswered question, sampling responses to open questions in a round's
-build (``question_responses``), and asking them again after the round's dispatch
-(``recheck_queries``)."""
+from and its stored embeddings (:mod:`grace_core.stored_embeddings`), recording unanswered
+questions, sampling responses to open questions in a round's build (``question_responses``),
+and asking them again after the round's dispatch (``recheck_queries``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+import numpy as np
 import polars as pl
 import pyarrow.dataset as ds
 
 from flows.settings import GraceSettings
 from grace_core.ask import AskResult, ask, candidate_passages
-from grace_core.models.factory import ModelRoles
+from grace_core.documents import content_id
+from grace_core.models.factory import ModelRoles, embedder_identity
+from grace_core.models.roles import Embedder
 from grace_core.retrieval import Retrieval
 from grace_core.queries import best_score, grow_with_responses, is_unanswered, not_sampled, open_queries, query_id
+from grace_core.stored_embeddings import embeddings_of
 from storage.lake import Lake
 
 QUERY_SCHEMA = {
@@ -40,25 +44,54 @@ def lake_candidates(lake: Lake, doc: str | None) -> pl.DataFrame:
     return candidate_passages(priors.drop("source_kind"), entails, scores, claims)
 
 
+def candidate_embeddings(lake: Lake, candidates: pl.DataFrame, embedder: Embedder, identity: str,
+                         doc: str | None) -> tuple[np.ndarray, pl.DataFrame]:
+    """:func:`grace_core.stored_embeddings.embeddings_of` of ``candidates`` (of ``doc`` only,
+    when given) against the lake's ``embeddings`` of the embedder ``identity``
+    (:func:`~grace_core.models.factory.embedder_identity`), read by key when ``doc`` is given:
+    the vectors, and the rows of the texts it had to embed (for :func:`store_embeddings`)."""
+    stored = lake.read("embeddings", columns=["doc_id", "text_hash", "vector"], filter=ds.field("embedder") == identity,
+                       doc_ids=[doc] if doc else None)
+    return embeddings_of(candidates, stored, embedder, identity)
+
+
+def store_embeddings(lake: Lake, rows: pl.DataFrame) -> None:
+    """Commit ``rows`` (:data:`grace_core.stored_embeddings.STORED_COLUMNS`) to the ``embeddings``
+    table, once: the unit of work is named by the vectors' keys, and a key stored before (another
+    asking embedded the same text meanwhile) is not stored again."""
+    if rows.height:
+        keys = sorted(rows.select("doc_id", "text_hash", "embedder").iter_rows())
+        lake.commit(f"embeddings/{content_id(*(part for key in keys for part in key))}", {"embeddings": rows})
+
+
 def latest_round(lake: Lake) -> int:
     """The last scored round of the lake (0 before any)."""
     return int(lake.read("scores", columns=["round"])["round"].max() or 0)
 
 
-def record_unanswered(lake: Lake, settings: GraceSettings, question: str, doc: str | None, result: AskResult, now: datetime) -> str | None:
-    """Record ``question`` as an open question when the knowledge base could not answer it
-    (:func:`grace_core.queries.is_unanswered`), under ``doc`` or else the document of its best
-    passage. Returns its id, or None when answered (or when there is no document to ask)."""
-    if not is_unanswered(result, settings.ask_min_score):
-        return None
-    doc_id = doc or (result.context["doc_id"][0] if result.context.height else None)
-    if doc_id is None:
-        return None
-    qid, round_id = query_id(question, doc_id), latest_round(lake)
-    row = pl.DataFrame([{"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "ask",
-                         "answerable": False, "best_score": best_score(result), "asked_at": now}], schema=QUERY_SCHEMA)
-    lake.commit(f"ask/{qid}/round={round_id}", {"queries": row})
-    return qid
+def record_unanswered(lake: Lake, settings: GraceSettings, asked: list[tuple[str, AskResult]], doc: str | None,
+                      now: datetime) -> list[str | None]:
+    """Record each question of ``asked`` (question, result) the knowledge base could not answer
+    (:func:`grace_core.queries.is_unanswered`) as an open question, under ``doc`` or else the
+    document of its best passage, in one commit (a question asked again in the same round is
+    kept once). Returns, per question, its id, or None when answered (or when there is no
+    document to ask)."""
+    round_id, rows, ids = None, [], []
+    for question, result in asked:
+        doc_id = doc or (result.context["doc_id"][0] if result.context.height else None)
+        if not is_unanswered(result, settings.ask_min_score) or doc_id is None:
+            ids.append(None)
+            continue
+        round_id = latest_round(lake) if round_id is None else round_id
+        qid = query_id(question, doc_id)
+        ids.append(qid)
+        rows.append({"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "ask",
+                     "answerable": False, "best_score": best_score(result), "asked_at": now})
+    if rows:
+        unique = sorted({r["query_id"] for r in rows})
+        name = unique[0] if len(unique) == 1 else content_id(*unique)
+        lake.commit(f"ask/{name}/round={round_id}", {"queries": pl.DataFrame(rows, schema=QUERY_SCHEMA)})
+    return ids
 
 
 def question_responses(settings: GraceSettings, round_id: int, now: datetime) -> int:
@@ -100,15 +133,22 @@ def question_responses(settings: GraceSettings, round_id: int, now: datetime) ->
     return commit_once(lake, f"questions/round={round_id}", round_id=round_id, stage="questions", work=work) or 0
 
 
-def ask_again(lake: Lake, settings: GraceSettings, roles: ModelRoles, rows: pl.DataFrame, round_id: int, now: datetime) -> pl.DataFrame:
+def ask_again(lake: Lake, settings: GraceSettings, roles: ModelRoles, rows: pl.DataFrame, round_id: int,
+              now: datetime) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:data:`QUERY_SCHEMA` rows (origin ``recheck``) of asking each question of ``rows``
-    (``query_id, doc_id, question``) again against its document's knowledge now."""
-    out = []
-    for qid, doc_id, question in rows.select("query_id", "doc_id", "question").iter_rows():
-        result = ask(question, lake_candidates(lake, doc_id), roles, retrieval=Retrieval.of(settings))  # the settings grace ask uses
-        out.append({"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "recheck",
-                    "answerable": not is_unanswered(result, settings.ask_min_score), "best_score": best_score(result), "asked_at": now})
-    return pl.DataFrame(out, schema=QUERY_SCHEMA)
+    (``query_id, doc_id, question``) again against its document's knowledge now, with the
+    settings ``grace ask`` uses and its stored embeddings; and the embeddings it had to make
+    (:func:`candidate_embeddings`), to store with them."""
+    out, made, identity = [], [], embedder_identity(settings)
+    for (doc_id,), questions in rows.group_by("doc_id", maintain_order=True):
+        candidates = lake_candidates(lake, doc_id)
+        vectors, fresh = candidate_embeddings(lake, candidates, roles.embedder, identity, doc_id)
+        made.append(fresh)
+        for qid, question in questions.select("query_id", "question").iter_rows():
+            result = ask(question, candidates, roles, retrieval=Retrieval.of(settings), embeddings=vectors)
+            out.append({"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "recheck",
+                        "answerable": not is_unanswered(result, settings.ask_min_score), "best_score": best_score(result), "asked_at": now})
+    return pl.DataFrame(out, schema=QUERY_SCHEMA), pl.concat(made) if made else pl.DataFrame()
 
 
 def recheck_queries(settings: GraceSettings, round_id: int, now: datetime) -> dict[str, int]:
@@ -123,8 +163,9 @@ def recheck_queries(settings: GraceSettings, round_id: int, now: datetime) -> di
         queries = lake.read("queries")
         todo = open_queries(queries.filter(pl.col("round") < round_id))
         roles, cache = roles_with_cache(settings, lake, round_id)
-        rows = ask_again(lake, settings, roles, todo, round_id, now)
-        return {"queries": rows, "llm_calls": cache.pending()}, rows["doc_id"].n_unique(), {
+        rows, embeddings = ask_again(lake, settings, roles, todo, round_id, now)
+        stored = {"embeddings": embeddings} if embeddings.height else {}
+        return {"queries": rows, **stored, "llm_calls": cache.pending()}, rows["doc_id"].n_unique(), {
             "rechecked": rows.height, "answered": int(rows["answerable"].sum())}
 
     return commit_once(lake, f"recheck/round={round_id}", round_id=round_id, stage="recheck", work=work) or {}

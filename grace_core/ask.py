@@ -75,21 +75,26 @@ def candidate_passages(priors: pl.DataFrame, entails: pl.DataFrame, scores: pl.D
 
 
 def ask(question: str, candidates: pl.DataFrame, roles: ModelRoles, *, alpha: float | None = None, k: int = 5,
-        options: tuple[str, ...] | None = None, retrieval: Retrieval | None = None) -> AskResult:
+        options: tuple[str, ...] | None = None, retrieval: Retrieval | None = None,
+        embeddings: np.ndarray | None = None) -> AskResult:
     """Answer ``question`` from its context (:func:`grace_core.retrieval.select_context`): the
     ``retrieval_k`` candidates of highest cosine at or above the relevance floor, reranked by
     :math:`\\alpha \\cos(e_q, e_p) + (1-\\alpha)\\hat{CC}(p)`, one per source prior, the top ``k``.
     Abstains without asking the answerer when the best relevant evidence is weak
     (:func:`grace_core.retrieval.weak_evidence`). ``retrieval`` holds the settings (the
     :class:`~grace_core.params.ScoringParams` defaults when None); ``alpha`` and ``k``, when
-    given, override its α and context size."""
+    given, override its α and context size. ``embeddings`` holds the candidates' vectors (row
+    *i* of ``candidates``: :func:`grace_core.stored_embeddings.embeddings_of`), so that only the
+    question is embedded; the candidates are embedded when None."""
     settings = retrieval or Retrieval.of(ScoringParams())
     settings = replace(settings, top=k, **({} if alpha is None else {"alpha": alpha}))
     if candidates.height == 0:
         empty = candidates.with_columns(similarity=pl.lit(None, pl.Float64), score=pl.lit(None, pl.Float64))
         return AskResult(Answer(None, None, abstained=True), empty, weak=True)
     q = roles.embedder.embed([question])[0]
-    p = roles.embedder.embed(candidates["text"].to_list())
+    p = roles.embedder.embed(candidates["text"].to_list()) if embeddings is None else embeddings
+    if len(p) != candidates.height:
+        raise ValueError(f"{len(p)} embeddings for {candidates.height} candidates")
     sim = cosines(q, p)
     ranked = select_context(candidates, sim, settings)
     best_relevance = float(sim.max())

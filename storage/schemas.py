@@ -103,6 +103,13 @@ last scored round then) or recheck (asked again after round ``round``'s dispatch
 question is open while its latest row is not answerable; the next round's build samples
 responses to it for its document.
 
+``embeddings`` (not partitioned): stored vectors of the texts ``grace ask`` retrieves from
+(priors, verified and Grounded claims), so a question is the only text it embeds
+(:mod:`grace_core.stored_embeddings`): ``doc_id``, ``text_hash`` (the embedder cache's hash of
+the text), ``embedder`` (:func:`grace_core.models.factory.embedder_identity`: a vector is reused
+only by the embedder that made it) and ``vector`` (unit length; float64, which the catalog's
+views type).
+
 ``rounds`` (by round): one row per stage run of a round: ``stage`` (ingest, build, score,
 dispatch, verdicts, …), ``started_at``, ``finished_at``, ``n_documents`` and ``detail_json``
 (a score row's: ``scoring``, the fingerprint of the settings scores depend on, and ``embedder``,
@@ -245,6 +252,10 @@ TABLES: dict[str, TableSpec] = {
             _req("query_id", pa.string()), _req(ROUND, pa.int32()), _req("doc_id", pa.string()), _req("question", pa.string()),
             _req("origin", pa.string()), _req("answerable", pa.bool_()), _opt("best_score", pa.float64()), _req("asked_at", _TS),
         ], partitioned=True, key=("query_id", ROUND, "origin"), origin=("ask", "recheck")),
+        _spec("embeddings", [
+            _req("doc_id", pa.string()), _req("text_hash", pa.string()), _req("embedder", pa.string()),
+            _req("vector", pa.list_(pa.float64())),
+        ], partitioned=False, key=("doc_id", "text_hash", "embedder")),
         _spec("rounds", [
             _req(ROUND, pa.int32()), _req("stage", pa.string()), _req("started_at", _TS), _opt("finished_at", _TS),
             _opt("n_documents", pa.int64()), _opt("detail_json", pa.string()),
@@ -271,7 +282,7 @@ TABLES: dict[str, TableSpec] = {
 
 WRITE_ORDER: tuple[str, ...] = (
     "documents", "llm_calls", "questions", "edges", "sources", "claims", "review_inputs", "scoring_counts", "scores", "audits", "deferrals", "verdicts",
-    "decisions", "reviewer_reliability", "reviewers", "queries", "evaluations", "rounds", "batches",
+    "decisions", "reviewer_reliability", "reviewers", "embeddings", "queries", "evaluations", "rounds", "batches",
 )
 """The order in which one commit writes its tables, each in its own Delta transaction. A
 reader may see a commit's first tables before its last, so the tables that later steps read to
