@@ -5,6 +5,7 @@ decides, promotes and cascades them)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -24,10 +25,13 @@ from flows.tasks import commit_once, grace_task
 from flows.verdicts import LakeTexts, assignments, document_texts, ingest_verdict_file, latest_decisions, write_packets
 from grace_core.adjudication import adjudication_assignments, check_adjudicator, split_claims
 from grace_core.audit import audit_claims, interleave
-from grace_core.assignment import VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds
+from grace_core.assignment import (
+    VERIFIER, assign_reviewers, busy_claims, expected_review_seconds, lapsed_reviewers, mean_review_seconds, overdue_by_rounds,
+)
 from grace_core.errors import UnprovenReviewer, VerdictFilesRefused
 from grace_core.review import verify_claims
-from grace_core.round import defer
+from grace_core.round import deferral
+from grace_core.selection import CostReport
 from grace_core.verdict_files import InvalidVerdictFile
 from storage.lake import Lake
 from storage.review_files import ReviewArea
@@ -62,14 +66,19 @@ def review_pool(lake: Lake, statuses: Sequence[str], *, decided: bool) -> pl.Dat
 
 @grace_task(retry_delay_seconds=10)
 def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
-    """The round's deferrals (:func:`grace_core.round.defer`) and audit claims
+    """The round's deferrals (:func:`grace_core.round.deferral`) and audit claims
     (:func:`grace_core.audit.audit_claims`, recorded in ``audits``, their ranks interleaved with
     the deferrals') assigned to ``overlap`` reviewers of the pool, committed once; returns the
-    claims sent to review.
+    claims sent to review. What the rule and the budget left out
+    (:class:`~grace_core.selection.CostReport`) is recorded as the ``detail_json`` of the
+    round's ``dispatch`` row (:func:`dispatch_report` reads it).
 
     The candidates are every document's latest scores (a document the round did not rescore
     keeps its own). Claims decided for good (each document's latest settle step) and claims with
-    an assignment still open before its deadline stay out; an overdue claim is back in the pool.
+    an assignment still open before its deadline stay out; an overdue claim (past
+    ``deadline_hours`` or, when set, ``deadline_rounds`` rounds: whichever comes first,
+    :func:`grace_core.assignment.overdue_by_rounds`) is back in the pool, and goes to reviewers
+    who did not let it lapse first (:func:`grace_core.assignment.lapsed_reviewers`).
     With ``adjudicator`` set, a claim whose votes split evenly goes to the adjudicator alone
     (:func:`grace_core.adjudication.split_claims`; outside the budgets, cost 0), last in rank.
     The review cost counts the expected human seconds per claim from the pool's history
@@ -80,20 +89,24 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
     def work():
         scores = review_pool(lake, ("boundary", *settings.audited_statuses), decided=settings.adjudicator is not None)
         decisions = latest_decisions(lake).select("doc_id", "claim_id", "n_confirm", "n_reject", "decision")
-        votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "seconds_spent"])
+        votes = lake.read("verdicts", columns=["doc_id", "claim_id", "round", "reviewer", "seconds_spent"])
         seconds = expected_review_seconds(settings.pool, settings.overlap, mean_review_seconds(votes, settings.reviewers, settings.review_seconds))
         roles, cache = roles_with_cache(settings, lake, round_id)
-        busy, texts = busy_claims(assignments(lake, now)), LakeTexts(lake)
+        busy = busy_claims(overdue_by_rounds(assignments(lake, now), round_id, settings.deadline_rounds))
+        texts = LakeTexts(lake)
         splits = split_claims(decisions, votes, busy, settings.adjudicator) if settings.adjudicator else busy.head(0)
         busy = pl.concat([busy, splits])  # a split claim goes to the adjudicator only
-        chosen = defer(scores, decisions, busy, texts, roles, settings, budget=settings.budget, review_seconds=seconds)
+        step = deferral(scores, decisions, busy, texts, roles, settings, budget=settings.budget, review_seconds=seconds)
+        chosen = step.chosen
         responses = pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8})  # the audits' pool: read only when auditing
         if settings.audited_statuses:
             responses = lake.read("claims", columns=["doc_id", "claim_id"], filter=ds.field("source_kind") == "response")
         audits = audit_claims(scores, decisions, busy, lake.read("audits", columns=["doc_id", "claim_id"]), responses, texts, roles,
                               settings, settings, round_id=round_id, review_seconds=seconds)
         chosen = interleave(chosen, audits, f"audit:{round_id}")  # reviewers cannot tell audits from deferrals
-        assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes)
+        earlier = lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"], doc_ids=chosen["doc_id"].unique().to_list())
+        lapsed = lapsed_reviewers(earlier.join(chosen.select("doc_id", "claim_id"), on=["doc_id", "claim_id"], how="semi"), votes)
+        assigned = assign_reviewers(chosen, settings.pool, settings.overlap, round_id, answered=votes, lapsed=lapsed)
         adjudicate = adjudication_assignments(splits, scores, settings.adjudicator, chosen.height)
         assigned = pl.concat([assigned, adjudicate], how="diagonal_relaxed")
         human_deadline = now + timedelta(hours=settings.deadline_hours)
@@ -105,9 +118,42 @@ def defer_claims(settings: GraceSettings, round_id: int, now: datetime) -> int:
             pl.lit(now).alias("created_at"),
         )
         audited = audits.select("doc_id", "claim_id", pl.lit(round_id, pl.Int32).alias("round"), "status", "cost", pl.lit(now).alias("created_at"))
-        return {"deferrals": deferrals, "audits": audited, "llm_calls": cache.pending()}, deferrals["doc_id"].n_unique(), chosen.height
+        tables = {"deferrals": deferrals, "audits": audited, "llm_calls": cache.pending()}
+        return tables, deferrals["doc_id"].n_unique(), (chosen.height, step.report)
 
-    return commit_once(lake, f"dispatch/round={round_id}", round_id=round_id, stage="dispatch", work=work) or 0
+    done = commit_once(lake, f"dispatch/round={round_id}", round_id=round_id, stage="dispatch", work=work,
+                       detail=lambda result: json.dumps({"cost": result[1].as_dict()}))
+    return done[0] if done else 0
+
+
+def dispatch_report(lake: Lake, round_id: int) -> CostReport | None:
+    """What the rule and the budget left out at the dispatch of ``round_id`` (recorded by
+    :func:`defer_claims`); None before that dispatch, or for a dispatch recorded before GRACE
+    kept it."""
+    rows = lake.read("rounds", rounds=[round_id], columns=["stage", "finished_at", "detail_json"]).filter(pl.col("stage") == "dispatch")
+    if rows.height == 0:
+        return None
+    recorded = json.loads(rows.sort("finished_at")["detail_json"][-1] or "{}").get("cost")
+    return CostReport(**recorded) if recorded else None
+
+
+def cost_line(report: CostReport | None) -> str:
+    """The dispatch's selection in words: what was deferred within the budget, how many
+    candidates the rule (1 − σ)·Pri > Cost blocked and by how much (the shortfall
+    Cost − (1 − σ)·Pri), how many met it but did not fit the budget left."""
+    if report is None:
+        return "no selection recorded"
+    if report.candidates == 0:
+        return f"no candidates (every Boundary claim is decided or waiting on a reviewer); budget {report.budget:.2f} unspent"
+    parts = [f"{report.candidates} candidate{'s' if report.candidates != 1 else ''}",
+             f"{report.deferred} deferred at cost {report.spent:.2f} of budget {report.budget:.2f}"]
+    if report.blocked_by_cost:
+        everyone = "all " if report.all_blocked else ""
+        parts.append(f"{everyone}{report.blocked_by_cost} blocked by cost ((1 − σ)·Pri ≤ Cost), shortfall Cost − (1 − σ)·Pri "
+                     f"{report.shortfall_min:.3f} to {report.shortfall_max:.3f}")
+    if report.over_budget:
+        parts.append(f"{report.over_budget} met the rule but did not fit the budget left")
+    return "; ".join(parts)
 
 
 @grace_task(retry_delay_seconds=10)
@@ -154,16 +200,19 @@ def dispatch_reviews(params: DispatchParams) -> dict:
                                  "NAME` (or they are removed from GRACE_REVIEWERS)", ", ".join(missing))
     backfill_scoring_counts(settings)  # the pool finds each document's latest scoring there (a lake scored by earlier GRACE)
     n = defer_claims(settings, params.round_id, now)
+    report = dispatch_report(open_lake(settings), params.round_id)
     verdicts = verify_deferred(settings, params.round_id, now)
     packets = send_packets(settings, params.round_id, now)
     questions = recheck_queries(settings, params.round_id, now)
-    get_run_logger().info(
+    logger = get_run_logger()
+    logger.info(
         "round %d: deferred %d claim%s within budget %.2f to %s (overlap %d); verifier: %s; packets: %s", params.round_id, n, "" if n == 1 else "s",
         settings.budget, ", ".join(settings.pool), settings.overlap, counts(verdicts) or "nothing new", counts(packets) or "none",
     )
+    (logger.warning if report is not None and report.all_blocked else logger.info)("round %d: selection: %s", params.round_id, cost_line(report))
     if current_run.parent_flow_run_id is None:  # a sub-flow's parent (expansion_round) publishes it on its own run
         publish_deferred(settings, params.round_id)
-    return {"deferred": n, "verdicts": verdicts, "packets": packets, "questions": questions}
+    return {"deferred": n, "cost": report.as_dict() if report else None, "verdicts": verdicts, "packets": packets, "questions": questions}
 
 
 CLAIM_CHARS = 300
@@ -186,14 +235,17 @@ def deferred_claims(lake: Lake, round_id: int) -> list[dict]:
 
 def publish_deferred(settings: GraceSettings, round_id: int) -> None:
     """The round's deferred claims (:func:`deferred_claims`) as the run's table artifact
-    ``grace-deferred-claims``; a line saying none were deferred when the table would be empty."""
-    rows = deferred_claims(open_lake(settings), round_id)
+    ``grace-deferred-claims``, its description ending with the selection in words
+    (:func:`cost_line`); when the table would be empty, a markdown line saying none were deferred
+    and why (e.g. every candidate blocked by cost, and by how much)."""
+    lake = open_lake(settings)
+    rows, selection = deferred_claims(lake, round_id), cost_line(dispatch_report(lake, round_id))
     if rows:
         create_table_artifact(key="grace-deferred-claims", table=rows,
                               description=f"Round {round_id}: {len(rows)} deferred claim-reviewer pair{'s' if len(rows) != 1 else ''}, "
-                                          "who has each and by when")
+                                          f"who has each and by when. Selection: {selection}.")
     else:
-        create_markdown_artifact(key="grace-deferred-claims", markdown=f"Round {round_id}: no claims deferred.",
+        create_markdown_artifact(key="grace-deferred-claims", markdown=f"Round {round_id}: no claims deferred.\n\nSelection: {selection}.",
                                  description=f"Round {round_id}: deferred claims")
 
 

@@ -50,16 +50,18 @@ def grace_task(*, retries: int = 2, retry_delay_seconds: float = 5, **options: A
 
 def commit_once(
     lake: Lake, key: str, *, round_id: int, stage: str, work: Callable[[], tuple[Mapping[str, pl.DataFrame], int, T]],
-    detail: str = "{}", started: datetime | None = None,
+    detail: str | Callable[[T], str] = "{}", started: datetime | None = None,
 ) -> T | None:
     """Run ``work`` for the unit of work ``key`` unless it is committed already (then None).
 
     ``work()`` returns ``(tables, n_documents, result)``; the tables are committed under
-    ``key`` together with the ``rounds`` row of ``stage`` (real start and finish), all or
-    nothing, and ``result`` is returned."""
+    ``key`` together with the ``rounds`` row of ``stage`` (real start and finish; its
+    ``detail_json`` is ``detail``, or ``detail(result)`` when what to record comes out of the
+    work), all or nothing, and ``result`` is returned."""
     if lake.is_committed(key):
         return None
     started = started or timestamp(None)
     tables, n_documents, result = work()
-    lake.commit(key, {**tables, "rounds": stage_row(round_id, stage, started, n_documents, detail)})
+    recorded = detail(result) if callable(detail) else detail
+    lake.commit(key, {**tables, "rounds": stage_row(round_id, stage, started, n_documents, recorded)})
     return result

@@ -24,7 +24,7 @@ VERIFIER = "verifier"
 
 class ReviewConfig(BaseModel):
     """How deferred claims reach reviewers (env: ``GRACE_REVIEWERS``, ``GRACE_USE_VERIFIER``,
-    ``GRACE_OVERLAP``, ``GRACE_PACKET_SIZE``, ``GRACE_DEADLINE_HOURS``)."""
+    ``GRACE_OVERLAP``, ``GRACE_PACKET_SIZE``, ``GRACE_DEADLINE_HOURS``, ``GRACE_DEADLINE_ROUNDS``)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
@@ -36,7 +36,14 @@ class ReviewConfig(BaseModel):
     packet_size: int = Field(10, ge=1, le=1000, description="Claims per review packet in the Prefect UI (at most 1,000: one form).")
     deadline_hours: float = Field(
         72.0, gt=0, le=24 * 366,
-        description="Hours a human reviewer has to answer (at most a year); an unanswered claim then returns to the pool."
+        description="Hours a human reviewer has to answer (at most a year); an unanswered claim then returns to the pool and "
+        "goes to another reviewer. With GRACE_DEADLINE_ROUNDS set too, whichever deadline comes first."
+    )
+    deadline_rounds: int | None = Field(
+        None, ge=1, le=10_000,
+        description="Rounds a reviewer has to answer: an assignment of round r is overdue from the dispatch of round r + N on, "
+        "its claim back in the pool for another reviewer (at most 10,000); none by default (hours only). With "
+        "GRACE_DEADLINE_HOURS, whichever deadline comes first."
     )
     weigh_by_reliability: bool = Field(
         False, description="Decide each claim by a majority weighted by its reviewers' estimated reliability (Dawid–Skene over every "
@@ -66,7 +73,8 @@ def _require(pool: Sequence[str]) -> None:
 
 
 def assign_reviewers(
-    chosen: pl.DataFrame, pool: Sequence[str], overlap: int, round_id: int, answered: pl.DataFrame | None = None
+    chosen: pl.DataFrame, pool: Sequence[str], overlap: int, round_id: int, answered: pl.DataFrame | None = None,
+    lapsed: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Assign each selected claim (``chosen``, rows in selection order with ``doc_id, claim_id``)
     to ``min(overlap, len(pool))`` reviewers of ``pool``: one row per claim and reviewer, in
@@ -76,25 +84,48 @@ def assign_reviewers(
     slots ``s, s + d, s + 2d, …`` (mod n) with ``s = (i + (round_id − 1)·k) mod n`` and a stride
     ``d`` that changes from round to round, so the load is even, the first claims do not go
     to the same person every round, and every pair of reviewers shares claims within n − 1
-    consecutive rounds (reliability needs overlap between everyone). Reviewers who already voted on a claim
+    consecutive rounds (reliability needs overlap between everyone).
+
+    Reassignment (DESIGN §5): a claim back in the pool goes first to the reviewers who have
+    neither voted on it nor let an assignment of it lapse, then to those who voted on it
     (``answered``: ``doc_id, claim_id, reviewer``, e.g. a claim that returned to the pool after a
-    tie) are taken only after those who did not. Raises :class:`InvalidSettings` for an empty pool.
+    tie), and last to those who let it lapse (``lapsed``, :func:`lapsed_reviewers`: they were
+    assigned it and did not answer by the deadline); each group in rotation order. So a claim
+    whose reviewer did not answer goes to another reviewer whenever the pool has one. Raises
+    :class:`InvalidSettings` for an empty pool.
     """
     _require(pool)
     n, k = len(pool), min(overlap, len(pool))
-    voted: dict[tuple[str, str], set[str]] = {}
-    if answered is not None:
-        for doc, claim, reviewer in answered.select("doc_id", "claim_id", "reviewer").iter_rows():
-            voted.setdefault((doc, claim), set()).add(reviewer)
+    tier: dict[tuple[str, str], dict[str, int]] = {}  # 1: voted on the claim, 2: let it lapse (0: neither)
+    for frame, level in ((answered, 1), (lapsed, 2)):
+        if frame is not None:
+            for doc, claim, reviewer in frame.select("doc_id", "claim_id", "reviewer").iter_rows():
+                tier.setdefault((doc, claim), {})[reviewer] = level
     index, names = [], []
     for i, key in enumerate(chosen.select("doc_id", "claim_id").iter_rows()):
         rotation = [pool[j] for j in rotation_slots(n, round_id, i, k)]
-        seen = voted.get(key, set())
-        ordered = [r for r in rotation if r not in seen] + [r for r in rotation if r in seen]
+        levels = tier.get(key, {})
+        ordered = sorted(rotation, key=lambda r: levels.get(r, 0))  # stable: rotation order within a group
         index += [i] * k
         names += ordered[:k]
     picks = pl.DataFrame({"_i": index, "reviewer": names}, schema={"_i": pl.UInt32, "reviewer": pl.Utf8})
     return chosen.with_row_index("_i").join(picks, on="_i", how="inner", maintain_order="right").drop("_i")
+
+
+def lapsed_reviewers(deferrals: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
+    """``doc_id, claim_id, reviewer`` of the reviewers who let an assignment lapse: assigned the
+    claim in some round (``deferrals``: ``doc_id, claim_id, round, reviewer``) without answering
+    it in that round, and with no vote on the claim at all (``verdicts``: ``doc_id, claim_id,
+    round, reviewer``; a reviewer who answered the claim in some round counts as having voted).
+    Read at a dispatch for the claims back in the pool, whose assignments are all answered,
+    overdue or closed: :func:`assign_reviewers` gives them to these reviewers last."""
+    keys = ["doc_id", "claim_id", "reviewer"]
+    return (
+        deferrals.select(*keys, "round")
+        .join(verdicts.select(*keys, "round"), on=[*keys, "round"], how="anti")
+        .join(verdicts.select(keys), on=keys, how="anti")
+        .select(keys).unique().sort(keys)
+    )
 
 
 def rotation_slots(n: int, round_id: int, i: int, k: int) -> list[int]:
@@ -159,6 +190,19 @@ def open_assignments(deferrals: pl.DataFrame, verdicts: pl.DataFrame, now: datet
         .join(verdicts.select(keys).unique(), on=keys, how="anti")
         .with_columns(overdue=pl.col("deadline").is_not_null() & (pl.col("deadline") <= now))
     )
+
+
+def overdue_by_rounds(open_rows: pl.DataFrame, round_id: int, deadline_rounds: int | None) -> pl.DataFrame:
+    """``open_rows`` (:func:`open_assignments`) as seen at the dispatch of round ``round_id`` with
+    a deadline of ``deadline_rounds`` rounds as well as the hours one: an assignment of round r
+    is also ``overdue`` once
+
+        round_id − r ≥ deadline_rounds
+
+    so whichever deadline comes first returns its claim to the pool. ``None``: hours only."""
+    if deadline_rounds is None:
+        return open_rows
+    return open_rows.with_columns(overdue=pl.col("overdue") | (round_id - pl.col("round") >= deadline_rounds))
 
 
 def busy_claims(open_rows: pl.DataFrame) -> pl.DataFrame:

@@ -8,9 +8,10 @@ plus settings and the model roles (the judge for the cascade, the embedder for r
    cascade of those priors over the Boundary claims they entail or contradict
    (:func:`grace_core.review.judge_cascade`), then the scores (DESIGN §1–§4) of the state
    that results, with rejected claims Refuted for good;
-2. :func:`defer`: the Boundary claims not decided and not waiting on a reviewer, priced
-   (:func:`grace_core.review.with_cost`) and selected under the budget
-   (:func:`grace_core.selection.select_for_review`);
+2. :func:`deferral` (:func:`defer`): the Boundary claims not decided and not waiting on a
+   reviewer, priced (:func:`grace_core.review.with_cost`) and selected under the budget
+   (:func:`grace_core.selection.select_for_review`), with what the rule and the budget left
+   out (:func:`grace_core.selection.cost_report`);
 3. the round's metrics (:func:`grace_core.metrics.round_metrics`, and the lake's
    ``round_metrics`` view over the same persisted tables).
 
@@ -36,7 +37,7 @@ from grace_core.promotion import Promotion, promote
 from grace_core.reach import selection_priority
 from grace_core.review import REVIEW_INPUTS, judge_cascade, review_inputs, with_cost
 from grace_core.scoring import score_edges
-from grace_core.selection import select_for_review
+from grace_core.selection import CostReport, cost_report, select_for_review
 from grace_core.status import BOUNDARY
 
 VOTE_COLUMNS = ("doc_id", "claim_id", "reviewer", "verdict")
@@ -282,15 +283,27 @@ def _not_in(rows: pl.LazyFrame, keys: pl.DataFrame) -> pl.LazyFrame:
     return pl.concat([rows.filter(~near), rows.filter(near).join(keys.unique().lazy(), on=["doc_id", "claim_id"], how="anti")])
 
 
-def defer(
+@dataclass(frozen=True)
+class Deferral:
+    """A round's deferral step: the ``chosen`` claims in selection order and the
+    :class:`~grace_core.selection.CostReport` of its candidates (how many the rule
+    (1 − σ)·Pri > Cost blocked and by how much, how many did not fit the budget)."""
+
+    chosen: pl.DataFrame
+    report: CostReport
+
+
+def deferral(
     scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: DocumentTexts, roles: ModelRoles,
     params: ScoringParams, *, budget: float, review_seconds: float,
-) -> pl.DataFrame:
-    """The round's deferrals (DESIGN §4): :func:`review_candidates` priced with the reviewer
-    pool's expected ``review_seconds``, credited for their cascade reach (their ``priority``
-    becomes :func:`grace_core.reach.selection_priority`: the Boundary claims of ``scores`` a
-    confirmation would ground) and selected under ``budget``; rows in selection order with
-    ``reach, prior_distance, cost, gain, rank`` and the claim's ``text``.
+) -> Deferral:
+    """The round's deferrals (DESIGN §4) and what the rule and the budget left out:
+    :func:`review_candidates` priced with the reviewer pool's expected ``review_seconds``,
+    credited for their cascade reach (their ``priority`` becomes
+    :func:`grace_core.reach.selection_priority`: the Boundary claims of ``scores`` a
+    confirmation would ground) and selected under ``budget``; ``chosen`` rows in selection
+    order with ``reach, prior_distance, cost, gain, rank`` and the claim's ``text``, and the
+    candidates' :func:`grace_core.selection.cost_report`.
 
     A candidate's reach and prior distance come with ``scores`` when its document's scoring
     stored them (:func:`grace_core.review.review_inputs`, fixed until the document is rescored);
@@ -308,7 +321,17 @@ def defer(
         candidates = pl.concat([candidates.filter(~missing), fresh.select(candidates.columns)])
     candidates = with_cost(candidates.with_columns(priority=selection_priority(params.lambda_r)), params, review_seconds)
     chosen = select_for_review(candidates, budget)
-    return chosen.join(texts.claim_texts(chosen["doc_id"].unique().sort().to_list()), on=keys, how="left", maintain_order="left")
+    texts_of_chosen = texts.claim_texts(chosen["doc_id"].unique().sort().to_list())
+    return Deferral(chosen.join(texts_of_chosen, on=keys, how="left", maintain_order="left"), cost_report(candidates, chosen, budget))
+
+
+def defer(
+    scores: pl.DataFrame, decisions: pl.DataFrame, busy: pl.DataFrame, texts: DocumentTexts, roles: ModelRoles,
+    params: ScoringParams, *, budget: float, review_seconds: float,
+) -> pl.DataFrame:
+    """The chosen rows of :func:`deferral` alone (``grace eval expansion`` and the scripts,
+    which do not report what the rule left out)."""
+    return deferral(scores, decisions, busy, texts, roles, params, budget=budget, review_seconds=review_seconds).chosen
 
 
 def cascaded(before: pl.DataFrame, after: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:

@@ -1,7 +1,9 @@
-"""Choosing what experts review (DESIGN §4): review cost, the deferral rule and budgeted
-greedy selection."""
+"""Choosing what experts review (DESIGN §4): review cost, the deferral rule, budgeted
+greedy selection and what the rule and the budget left out."""
 
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
@@ -74,3 +76,55 @@ def select_for_review(candidates: pl.DataFrame, budget: float) -> pl.DataFrame:
             take[i] = True
             left -= c
     return ranked.filter(pl.Series(take)).with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int64))
+
+
+@dataclass(frozen=True)
+class CostReport:
+    r"""What the deferral rule and the budget did to one selection's candidates (DESIGN §4):
+    ``candidates`` priced; ``deferred`` taken at a total cost of ``spent`` out of ``budget``;
+    ``blocked_by_cost`` failing the rule :math:`(1-\sigma)Pri > Cost`, with the smallest and
+    largest shortfall :math:`Cost - (1-\sigma)Pri` among them (``None`` when none is blocked);
+    ``over_budget`` meeting the rule but not fitting in what was left of the budget."""
+
+    candidates: int
+    deferred: int
+    spent: float
+    budget: float
+    blocked_by_cost: int
+    shortfall_min: float | None
+    shortfall_max: float | None
+    over_budget: int
+
+    @property
+    def all_blocked(self) -> bool:
+        """Every candidate failed the rule: nothing could be deferred, whatever the budget."""
+        return self.candidates > 0 and self.blocked_by_cost == self.candidates
+
+    def as_dict(self) -> dict:
+        """The report as plain values (a JSON object)."""
+        return asdict(self)
+
+
+def cost_report(candidates: pl.DataFrame, chosen: pl.DataFrame, budget: float) -> CostReport:
+    r"""The :class:`CostReport` of :func:`select_for_review` over ``candidates`` (``priority,
+    confidence, cost``; rows with null priority are not candidates) that chose ``chosen``. A
+    candidate is blocked by cost when its gain is not positive, i.e. its shortfall
+
+    .. math:: shortfall(c) = Cost(c) - (1 - \sigma(c))\,Pri(c) \ge 0
+
+    (the rule needs :math:`(1-\sigma) Pri > Cost`); one that meets the rule and was not chosen
+    did not fit in the budget left."""
+    priced = candidates.lazy().filter(pl.col("priority").is_not_null()).with_columns(
+        shortfall=pl.col("cost") - (1.0 - pl.col("confidence")) * pl.col("priority"), gain=deferral_gain())
+    figures = priced.select(
+        n=pl.len(), blocked=(pl.col("gain") <= 0).sum(), passing=(pl.col("gain") > 0).sum(),
+        low=pl.col("shortfall").filter(pl.col("gain") <= 0).min(), high=pl.col("shortfall").filter(pl.col("gain") <= 0).max(),
+    ).collect().row(0, named=True)
+    spent = float(chosen["cost"].sum()) if chosen.height else 0.0
+    return CostReport(
+        candidates=int(figures["n"]), deferred=chosen.height, spent=spent, budget=float(budget),
+        blocked_by_cost=int(figures["blocked"] or 0),
+        shortfall_min=None if figures["low"] is None else float(figures["low"]),
+        shortfall_max=None if figures["high"] is None else float(figures["high"]),
+        over_budget=int(figures["passing"] or 0) - chosen.height,
+    )

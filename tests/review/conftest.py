@@ -59,12 +59,12 @@ def prefect_server() -> Iterator[None]:
         yield
 
 
-def scores(round_id: int, claim_ids: list[str] | None = None) -> pl.DataFrame:
-    """Score rows of ``round_id``: the claims Boundary with priority 1 and confidence 0."""
+def scores(round_id: int, claim_ids: list[str] | None = None, doc: str = DOC) -> pl.DataFrame:
+    """Score rows of ``round_id`` of document ``doc``: the claims Boundary with priority 1 and confidence 0."""
     ids = claim_ids or list(CLAIMS)
     n = len(ids)
     return pl.DataFrame({
-        "doc_id": [DOC] * n, "claim_id": ids, "in_prior": [False] * n, "contradicted": [False] * n, "rejected": [False] * n,
+        "doc_id": [doc] * n, "claim_id": ids, "in_prior": [False] * n, "contradicted": [False] * n, "rejected": [False] * n,
         "closeness": [0.5] * n, "closeness_norm": [0.5] * n, "status": ["boundary"] * n, "betweenness": [0.0] * n,
         "betweenness_norm": [0.0] * n, "novelty": [1.0] * n, "novelty_norm": [0.5] * n, "priority": [1.0] * n,
         "confidence": [0.0] * n, "round": [round_id] * n,
@@ -100,14 +100,16 @@ def graph_rows(doc: str = DOC) -> dict[str, pl.DataFrame]:
     }
 
 
-def build_lake(root: str, rounds: tuple[int, ...] = (1,)) -> Lake:
+def build_lake(root: str, rounds: tuple[int, ...] = (1,), docs: tuple[str, ...] = (DOC,)) -> Lake:
     """A synthetic lake at ``root`` (a folder, or an s3:// prefix reached through the
-    ``GRACE_S3_*`` environment) of document :data:`DOC` (:func:`graph_rows`), scored in ``rounds``:
-    scores only, as a lake scored before ``scoring_counts`` existed (the flows back-fill them)."""
+    ``GRACE_S3_*`` environment) of the documents ``docs`` (each :func:`graph_rows`), scored in
+    ``rounds``: scores only, as a lake scored before ``scoring_counts`` existed (the flows
+    back-fill them)."""
     lake = Lake.open(StageParams(round_id=1, lake=root).settings())
-    lake.commit("fixture/documents", graph_rows())
+    parts = [graph_rows(doc) for doc in docs]
+    lake.commit("fixture/documents", {name: pl.concat([p[name] for p in parts]) for name in parts[0]})
     for r in rounds:
-        lake.commit(f"fixture/scores/round={r}", {"scores": scores(r)})
+        lake.commit(f"fixture/scores/round={r}", {"scores": pl.concat([scores(r, doc=doc) for doc in docs])})
     return lake
 
 
@@ -144,10 +146,13 @@ def local_lake(tmp_path: Path) -> Lake:
 def reviewers(monkeypatch: pytest.MonkeyPatch):
     """Set the review settings through the environment, as a deployment would:
     ``reviewers("alice", "bob", overlap=2, use_verifier=False)``."""
-    def configure(*names: str, overlap: int = 1, use_verifier: bool = False, deadline_hours: float | None = None) -> None:
+    def configure(*names: str, overlap: int = 1, use_verifier: bool = False, deadline_hours: float | None = None,
+                  deadline_rounds: int | None = None) -> None:
         monkeypatch.setenv("GRACE_REVIEWERS", "[" + ", ".join(f'"{n}"' for n in names) + "]")
         monkeypatch.setenv("GRACE_OVERLAP", str(overlap))
         monkeypatch.setenv("GRACE_USE_VERIFIER", str(use_verifier).lower())
         if deadline_hours is not None:
             monkeypatch.setenv("GRACE_DEADLINE_HOURS", str(deadline_hours))
+        if deadline_rounds is not None:
+            monkeypatch.setenv("GRACE_DEADLINE_ROUNDS", str(deadline_rounds))
     return configure
