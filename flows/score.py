@@ -34,6 +34,10 @@ METRIC_COLUMNS = ("round", "n_documents", "n_claims", "n_grounded", "n_boundary"
                   "n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending", "yield", "cascade")
 
 
+VOTE_READ = ("doc_id", "claim_id", "reviewer", "verdict", "round", "created_at")
+"""The ``verdicts`` columns a round decides and estimates reliability from."""
+
+
 class ScoringPlan(NamedTuple):
     """What a round's scoring step works on: the documents to settle and score, how many
     documents have claims, the reviewers' estimated reliability (over every vote of the lake),
@@ -54,7 +58,7 @@ def plan_scoring(settings: GraceSettings, round_id: int, rescore_all: bool) -> S
     the last scoring (:func:`grace_core.changes.scoring_fingerprint`). Read with DuckDB
     aggregates over the catalog and the (small) vote tables, never whole claim or edge tables."""
     lake = open_lake(settings)
-    votes = lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"])
+    votes = lake.read("verdicts", columns=list(VOTE_READ))
     # estimated from every vote of the lake: the same weights for every chunk of the round
     reliability = estimate_reliability(votes)
     weights = vote_weights(reliability) if settings.weigh_by_reliability else None
@@ -102,17 +106,18 @@ def score_chunks(doc_ids: list[str], per_task: int, at_once: int) -> list[list[s
     return [doc_ids[i:i + size] for i in range(0, len(doc_ids), size)]
 
 
-def chunk_state(lake: Lake, doc_ids: list[str], round_id: int) -> RoundState:
+def chunk_state(lake: Lake, doc_ids: list[str], round_id: int, *, votes_before: str | None = None) -> RoundState:
     """The state of ``doc_ids`` as of ``round_id`` (:class:`grace_core.round.RoundState`),
-    read by key from the lake: their graph sources, claims, edges and every vote on them."""
+    read by key from the lake: their graph sources, claims, edges and every vote on them (the
+    votes and deferrals as the commit ``votes_before`` found them, when given: :meth:`Lake.read`)."""
     rounds = range(0, round_id + 1)
     return RoundState(
         sources=lake.read("sources", rounds=rounds, columns=["doc_id", "source_id", "source_kind", "text", "claim_id", "round"],
                           filter=ds.field("source_kind").isin(list(SOURCE_KINDS)), doc_ids=doc_ids),
         claims=lake.read("claims", rounds=rounds, columns=["doc_id", "claim_id", "source_id", "source_kind", "text", "round"], doc_ids=doc_ids),
         edges=lake.read("edges", rounds=rounds, columns=list(EDGE_COLUMNS), doc_ids=doc_ids),
-        votes=lake.read("verdicts", columns=["doc_id", "claim_id", "reviewer", "verdict", "round", "created_at"], doc_ids=doc_ids),
-        deferrals=lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"], doc_ids=doc_ids),
+        votes=lake.read("verdicts", columns=list(VOTE_READ), doc_ids=doc_ids, before=votes_before),
+        deferrals=lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"], doc_ids=doc_ids, before=votes_before),
     )
 
 
@@ -246,9 +251,13 @@ def record_reliability(settings: GraceSettings, round_id: int, reliability: pl.D
     """Store the round's estimate of each reviewer's reliability (table ``reviewer_reliability``,
     shown by ``reviewer_stats`` and the report); nothing before the first vote. Once per round:
     a re-run keeps the first estimate."""
+    store_reliability(open_lake(settings), round_id, reliability)
+
+
+def store_reliability(lake: Lake, round_id: int, reliability: pl.DataFrame) -> None:
+    """Commit round ``round_id``'s ``reviewer_reliability`` rows once (none without a vote)."""
     if reliability.height:
-        open_lake(settings).commit(f"reliability/round={round_id}",
-                                   {"reviewer_reliability": reliability.with_columns(round=pl.lit(round_id, pl.Int32))})
+        lake.commit(f"reliability/round={round_id}", {"reviewer_reliability": reliability.with_columns(round=pl.lit(round_id, pl.Int32))})
 
 
 @grace_task(retries=1)

@@ -126,11 +126,26 @@ class Lake:
         """Whether the unit of work ``key`` has been committed."""
         return self.log.record(key) is not None
 
+    def version_before(self, table: str, key: str) -> int | None:
+        """The version of ``table`` that the unit of work ``key`` found: the latest version a
+        commit made before ``key``'s recorded (None: no commit before it wrote the table).
+        Commits are ordered by the time they were recorded (``committed_at``, kept by
+        ``grace migrate``), so this is what a reader saw when ``key``'s work began, give or take
+        a commit landing while that work ran."""
+        records = self.log.records()
+        if key not in records:
+            raise LakeError(f"lake {self.uri}: no commit {key!r}")
+        mark = (records[key].committed_at, key)
+        found = [r.tables[table].version for r in records.values() if table in r.tables and (r.committed_at, r.key) < mark]
+        return max(found) if found else None
+
     def read_arrow(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
         filter: ds.Expression | None = None, doc_ids: Iterable[str] | Mapping[int, Iterable[str]] | None = None,
+        before: str | None = None,
     ) -> pa.Table:
-        """Rows of ``table`` at its current version as Arrow, optionally only some rounds
+        """Rows of ``table`` at its current version as Arrow (with ``before``, a commit key: as that
+        unit of work found it, :meth:`version_before`), optionally only some rounds
         (pruned by partition, without opening the others), some ``columns``, rows matching
         ``filter`` (a :mod:`pyarrow.dataset` expression, e.g. ``ds.field("source_kind") == "prior"``)
         and rows of the documents ``doc_ids``, read by key
@@ -153,11 +168,19 @@ class Lake:
             wanted = sorted({int(r) for r in rounds})
             if not wanted:
                 return schema.empty_table()
-        dt = self.tables.table(spec)
-        if dt is None:  # never written, or lost: the commit log tells
-            self._refuse_lost(self.log.latest_versions(), {spec.name: None})
-            return schema.empty_table()
-        self._refuse_lost(self.log.known_versions(), {spec.name: dt.version()})  # older than the log said when last read
+        if before is not None:
+            version = self.version_before(table, before)
+            if version is None:
+                return schema.empty_table()
+            dt = self.tables.table(spec, version)
+            if dt is None:
+                raise LakeError(f"lake {self.uri}: table {table} is missing, the commit log records version {version}")
+        else:
+            dt = self.tables.table(spec)
+            if dt is None:  # never written, or lost: the commit log tells
+                self._refuse_lost(self.log.latest_versions(), {spec.name: None})
+                return schema.empty_table()
+            self._refuse_lost(self.log.known_versions(), {spec.name: dt.version()})  # older than the log said when last read
         try:
             dataset = snapshot_dataset(dt, self.store, table_rel(spec.name), spec, rounds=wanted)
             if doc_ids is not None:
@@ -168,10 +191,10 @@ class Lake:
 
     def read(
         self, table: str, *, rounds: Iterable[int] | None = None, columns: Sequence[str] | None = None,
-        filter: ds.Expression | None = None, doc_ids: Iterable[str] | None = None,
+        filter: ds.Expression | None = None, doc_ids: Iterable[str] | None = None, before: str | None = None,
     ) -> pl.DataFrame:
         """Rows of ``table`` as a polars DataFrame (see :meth:`read_arrow`)."""
-        return pl.from_arrow(self.read_arrow(table, rounds=rounds, columns=columns, filter=filter, doc_ids=doc_ids))
+        return pl.from_arrow(self.read_arrow(table, rounds=rounds, columns=columns, filter=filter, doc_ids=doc_ids, before=before))
 
     def read_at(self, table: str, at: pl.DataFrame, *, columns: Sequence[str]) -> pl.DataFrame:
         """``columns`` of the rows of ``table`` (stored by round) of each ``doc_id`` of ``at``

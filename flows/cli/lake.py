@@ -171,9 +171,17 @@ def check(lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP)) ->
 @app.command("migrate")
 def migrate(lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP)) -> None:
     """Convert a lake written by an earlier GRACE (commit records under _manifest/) into Delta
-    tables, commit by commit under the same keys. Safe to re-run: what is migrated is skipped."""
-    target = Lake.open(build_settings(lake=lake), must_exist=True, migrating=True)
-    print(migrate_lake(target).summary())
+    tables, commit by commit under the same keys, then rebuild what later GRACE versions derive
+    as rounds settle (decisions, review inputs, reviewer reliability, scoring counts), so the
+    metrics and the next round read as on the old lake. Safe to re-run: what is done is skipped."""
+    from flows.rebuild import rebuild_derived
+
+    settings = build_settings(lake=lake)
+    target = Lake.open(settings, must_exist=True, migrating=True)
+    report = migrate_lake(target)
+    print(report.summary())
+    if report.migrated or report.skipped:
+        print(rebuild_derived(target, settings).summary())
 
 
 @app.command("backup")

@@ -312,3 +312,19 @@ def test_a_read_of_documents_at_their_rounds_opens_only_those_rounds(lake: Lake,
     assert lake.read_at("claims", at.head(0), columns=["claim_id"]).height == 0
     with pytest.raises(LakeError, match="cannot read table claims"):
         lake.read_at("claims", at.with_columns(round=pl.lit(3)), columns=["claim_id"])
+
+
+def test_a_table_reads_as_a_commit_found_it(lake: Lake) -> None:
+    """``read(before=KEY)``: the rows the commits made before KEY had stored (what rebuilding a
+    migrated lake's round decides from), not those of KEY itself or of later commits."""
+    first, second = claims(1, 2, 1, prefix="a"), claims(1, 3, 1, prefix="b")
+    lake.commit("claims/a", {"claims": first})
+    lake.commit("edges/only", {"edges": edges(first)})
+    lake.commit("claims/b", {"claims": second})
+    ids = lambda key: sorted(lake.read("claims", columns=["claim_id"], before=key)["claim_id"])  # noqa: E731
+    assert ids("claims/a") == []  # nothing before the first commit of the table
+    assert ids("edges/only") == sorted(first["claim_id"])
+    assert ids("claims/b") == sorted(first["claim_id"])  # not its own rows
+    assert lake.read("claims").height == 5
+    with pytest.raises(LakeError, match="no commit 'nope'"):
+        lake.read("claims", before="nope")
