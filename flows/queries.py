@@ -88,9 +88,10 @@ def record_unanswered(lake: Lake, settings: GraceSettings, asked: list[tuple[str
         rows.append({"query_id": qid, "round": round_id, "doc_id": doc_id, "question": question, "origin": "ask",
                      "answerable": False, "best_score": best_score(result), "asked_at": now})
     if rows:
-        unique = sorted({r["query_id"] for r in rows})
+        table = pl.DataFrame(rows, schema=QUERY_SCHEMA).unique("query_id", keep="first", maintain_order=True)
+        unique = sorted(table["query_id"])
         name = unique[0] if len(unique) == 1 else content_id(*unique)
-        lake.commit(f"ask/{name}/round={round_id}", {"queries": pl.DataFrame(rows, schema=QUERY_SCHEMA)})
+        lake.commit(f"ask/{name}/round={round_id}", {"queries": table})
     return ids
 
 
