@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+from grace_core.evaluation.budget_curve import render_curve_markdown
 from grace_core.evaluation.expansion import TRUTH_LABELS
 from grace_core.evaluation.expansion_report import render_markdown as expansion_markdown
 from grace_core.evaluation.qa_report import METRIC_KEYS
@@ -151,4 +152,40 @@ def expansion_report_files(metrics: dict, *, data: str, backend: str, settings: 
         "metrics.json": _json(metrics),
         "expansion_rounds.png": plot_rounds(metrics),
         "confusion.png": plot_confusion(metrics),
+    }
+
+
+def plot_budget_curve(curve: dict) -> bytes:
+    """KF and PCR per round for each budget swept, and each budget's review seconds over the
+    protocol against the KF it ends with (PNG)."""
+    plt = pyplot()
+    fig, (kf, pcr, trade) = plt.subplots(1, 3, figsize=(14, 4))
+    for b in curve["budgets"]:
+        rounds = [r["round"] for r in b["rows"]]
+        label = f"budget {b['budget']:g}"
+        kf.plot(rounds, [r["kf"] for r in b["rows"]], marker="o", label=label)
+        pcr.plot(rounds, [r["pcr"] for r in b["rows"]], marker="o", label=label)
+        trade.scatter([sum(r["review_seconds"] for r in b["rows"]) / 3600], [b["rows"][-1]["kf"]], label=label)
+    kf.set_title("KF (Boundary claims per paper)")
+    pcr.set_title("PCR")
+    pcr.set_ylim(0, 1.05)
+    trade.set_title("review hours (all papers) → last KF")
+    trade.set_xlabel("review hours")
+    for ax in (kf, pcr):
+        ax.set_xlabel("round")
+        ax.set_xticks(sorted({r["round"] for b in curve["budgets"] for r in b["rows"]}))
+    for ax in (kf, pcr, trade):
+        ax.legend(fontsize=8)
+    shrinking = curve["shrinking_budget"]
+    fig.suptitle("budget curve: " + (f"KF falls round to round from budget {shrinking:g}" if shrinking is not None else
+                                     "KF falls round to round at none of the budgets"))
+    return png_bytes(fig)
+
+
+def budget_curve_files(curve: dict, *, data: str, settings: dict) -> dict[str, bytes]:
+    """budget_curve.md, budget_curve.json and budget_curve.png of a ``grace eval expansion`` budget sweep."""
+    return {
+        "budget_curve.md": render_curve_markdown(curve, data=data, settings=settings).encode(),
+        "budget_curve.json": _json(curve),
+        "budget_curve.png": plot_budget_curve(curve),
     }

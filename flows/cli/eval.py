@@ -36,8 +36,9 @@ from flows.settings import GraceSettings, build_settings
 from grace_core.documents import DocumentBatch, content_id, parse_batch
 from grace_core.errors import GraceError
 from grace_core.models.factory import embedder_identity
-from flows.eval_reports import expansion_report_files, qa_report_files
+from flows.eval_reports import budget_curve_files, expansion_report_files, qa_report_files
 from flows.eval_workers import commit_calls, eval_roles, refuse_faulty, run_papers_in_workers
+from grace_core.evaluation.budget_curve import budget_curve, parse_budgets
 from grace_core.evaluation.expansion import evaluate_expansion, expansion_papers, summarise
 from grace_core.evaluation.expansion_report import number
 from grace_core.evaluation.qa_harness import (
@@ -203,13 +204,20 @@ def qa(
                           f"(of {a['negatives']} unanswerable)")
 
 
+class BadBudget(GraceError):
+    """A --budget value that is not a list of numbers ≥ 0."""
+
+
 @eval_app.command("expansion")
 def expansion(
     data: Path = typer.Option(..., "--data", help="JSONL file of QASPER dev lines (the schema of QASPER v0.3, as published)."),
-    out: Path = typer.Option(..., "--out", help="Output folder: report.md, metrics.json, expansion_rounds.png, confusion.png."),
+    out: Path = typer.Option(..., "--out", help="Output folder: report.md, metrics.json, expansion_rounds.png, confusion.png "
+                             "(with several budgets: one folder budget-B per budget, and budget_curve.md/.json/.png)."),
     papers: Optional[int] = typer.Option(None, "--papers", min=1, help="Only the first N papers."),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Expansion rounds after round 0 (held-out sections are split into this many batches)."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=0, help="Review budget per paper and round, in cost units (DESIGN §4); GRACE_BUDGET (3.0) when unset."),
+    budget: Optional[str] = typer.Option(
+        None, "--budget", help="Review budget per paper and round, in cost units (docs/design.md §4); GRACE_BUDGET (3.0) when unset. "
+        "Several, comma-separated (1,3,10,30), sweep them: the budget curve."),
     hallucination_rate: Optional[float] = typer.Option(
         None, "--hallucination-rate", min=0, max=1,
         help=f"Offline responder's share of corrupted sentences; GRACE_HALLUCINATION_RATE, else {EVAL_HALLUCINATION_RATE}, when unset."),
@@ -218,18 +226,47 @@ def expansion(
     workers: int = typer.Option(1, "--workers", min=1, help="Processes running papers in parallel (about 1 GB of memory each)."),
     consolidation_rounds: int = typer.Option(
         0, "--consolidation-rounds", min=0, help="Rounds after the protocol's with no new sections: only review and cascade act."),
+    half: Optional[str] = typer.Option(
+        None, "--half", help="Only the papers of this half: tuning (SHA-256 of the document id even) or reporting (odd); all when unset."),
 ) -> None:
     """The paper's expansion protocol: round-0 priors Abstract + Introduction, then per round the
     next batch of held-out sections as responder context, review by the verifier under the
     budget, promotion and cascade; QA accuracy, PCR, KF, yield, cascade and grounding precision
-    per round, and the confusion matrices."""
+    per round, and the confusion matrices. Several budgets: the protocol once per budget and the
+    budget curve (KF, PCR, yield, cascade and review seconds per round and budget)."""
     check_backend(backend)
+    try:
+        budgets = parse_budgets(budget) if budget is not None else [None]
+    except ValueError as exc:
+        raise BadBudget(f"--budget {budget!r}: {exc}") from None
     content = read_limited(data, papers)
     batch, skipped = usable_documents(content, data, "qasper")
+    batch = select_half(batch, half)
+    if batch.documents.height == 0:
+        raise DatasetMismatch(f"{data}: no document of the {half} half")
     doc_ids = expansion_papers(batch)
-    settings = build_settings(backend=backend, lake=lake, budget=budget, hallucination_rate=hallucination_rate)
-    if "hallucination_rate" not in settings.model_fields_set:
-        settings = settings.model_copy(update={"hallucination_rate": EVAL_HALLUCINATION_RATE})
+    runs = {}
+    for b in budgets:
+        settings = build_settings(backend=backend, lake=lake, budget=b, hallucination_rate=hallucination_rate)
+        if "hallucination_rate" not in settings.model_fields_set:
+            settings = settings.model_copy(update={"hallucination_rate": EVAL_HALLUCINATION_RATE})
+        folder = out if len(budgets) == 1 else out / f"budget-{settings.budget:g}"
+        runs[settings.budget] = expansion_run(settings, batch, content, data, doc_ids, skipped, folder, rounds=rounds, workers=workers,
+                                              consolidation_rounds=consolidation_rounds, half=half)
+    if len(budgets) > 1:
+        curve = budget_curve(runs, settings.review_seconds)
+        shown = {"rounds": rounds, "consolidation_rounds": consolidation_rounds, "papers": runs[settings.budget]["n_papers"],
+                 **({"half": half} if half else {})}
+        write_report_folder(out, budget_curve_files(curve, data=str(data), settings=shown))
+        shrinking = curve["shrinking_budget"]
+        Console().print(f"budget curve → {out / 'budget_curve.md'}: " + (
+            f"KF falls from round to round from budget {shrinking:g}" if shrinking is not None else "KF falls round to round at none of the budgets"))
+
+
+def expansion_run(settings: GraceSettings, batch: DocumentBatch, content: bytes, data: Path, doc_ids: list[str], skipped: list[dict],
+                  out: Path, *, rounds: int, workers: int, consolidation_rounds: int, half: str | None) -> dict:
+    """The protocol at ``settings.budget``: report folder ``out``, figures into the lake, the
+    summary printed; returns the metrics."""
     options = {"rounds": rounds, "budget": settings.budget, "context_passages": settings.context_passages,
                "consolidation_rounds": consolidation_rounds}
     start = time.monotonic()
@@ -247,17 +284,19 @@ def expansion(
     refuse_faulty("expansion", failures)
     metrics["skipped"] = skipped
     seconds = time.monotonic() - start
-    run_settings = result_settings(settings, rounds=rounds, consolidation_rounds=consolidation_rounds)
-    shown = {k: run_settings[k] for k in ("backend", "rounds", "budget", "hallucination_rate", "context_passages", "seed")}
+    run_settings = result_settings(settings, rounds=rounds, consolidation_rounds=consolidation_rounds, **({"half": half} if half else {}))
+    shown = {k: run_settings[k] for k in ("backend", "rounds", "budget", "hallucination_rate", "context_passages", "seed", "half")
+             if k in run_settings}
     write_report_folder(out, expansion_report_files(metrics, data=str(data), backend=settings.backend, settings=shown, seconds=seconds))
     where = record_in_lake(settings, expansion_records(metrics), command="expansion", dataset="qasper", data=data,
                            content=content, run_settings=run_settings)
     console = Console()
     left_out = f" ({len(skipped)} lines or documents skipped)" if skipped else ""
-    console.print(f"expansion: {metrics['n_papers']} papers, {metrics['n_questions']} questions{left_out} in {seconds:.1f} s → {out}; "
-                  f"figures in {where}")
+    console.print(f"expansion (budget {settings.budget:g}): {metrics['n_papers']} papers, {metrics['n_questions']} questions{left_out} "
+                  f"in {seconds:.1f} s → {out}; figures in {where}")
     base = metrics["baselines"]
     console.print(f"  baselines: abstract only {number(base['abstract_only'], 3)}, full paper {number(base['full_paper'], 3)}")
     for r in metrics["rounds"]:
         console.print(f"  round {r['round']}: QA {number(r['qa_accuracy'], 3)}  PCR {number(r['pcr'], 3)}  KF {number(r['kf'], 3)}  "
                       f"yield {number(r['yield'], 3)}  cascade {number(r['cascade'], 3)}  grounding precision {number(r['grounding_precision'], 3)}")
+    return metrics
