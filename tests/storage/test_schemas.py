@@ -14,13 +14,14 @@ from grace_core.decisions import VERDICTS
 from grace_core.scoring import SCORE_COLUMNS
 from grace_core.status import STATUSES
 from grace_core.review import REVIEW_INPUTS
+from grace_core.stored_embeddings import STORED_COLUMNS
 from storage.schemas import TABLES, conform
 
 PER_ROUND = {"sources", "claims", "edges", "scores", "scoring_counts", "review_inputs", "audits", "deferrals", "verdicts", "decisions", "reviewer_reliability", "queries", "rounds", "llm_calls"}
 
 
 def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:
-    assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches", "evaluations", "reviewers"}
+    assert set(TABLES) == PER_ROUND | {"documents", "questions", "batches", "evaluations", "reviewers", "embeddings"}
     for spec in TABLES.values():
         assert spec.partitioned == (spec.name in PER_ROUND)
         assert spec.version >= 1
@@ -31,6 +32,7 @@ def test_the_lake_tables_are_partitioned_by_round_where_per_round() -> None:
 def test_tables_agree_with_the_domain_core() -> None:
     assert TABLES["scores"].schema.names == [*SCORE_COLUMNS, "round"]
     assert TABLES["review_inputs"].schema.names == ["doc_id", "claim_id", "round", *REVIEW_INPUTS]
+    assert tuple(TABLES["embeddings"].schema.names) == STORED_COLUMNS
     assert set(EDGE_COLUMNS) <= set(TABLES["edges"].schema.names)
     assert TABLES["edges"].allowed == {"source_kind": SOURCE_KINDS, "label": LABELS}
     assert TABLES["scores"].allowed["status"] == STATUSES
