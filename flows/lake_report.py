@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -28,7 +29,8 @@ import polars as pl
 
 from flows.eval_reports import png_bytes, pyplot
 from grace_core.report_figures import (
-    METRICS_LEGEND, column_label, costs_by_round, frontier_by_document, precision_by_round, reviewer_totals, waiting_claims,
+    METRICS_LEGEND, column_label, costs_by_round, frontier_by_document, precision_by_round, review_budget_by_round, reviewer_totals,
+    waiting_claims,
 )
 from grace_core.round import claim_texts
 from grace_core.status import STATUSES
@@ -56,6 +58,7 @@ class ReportData:
     reviewer_rounds: pl.DataFrame
     costs: pl.DataFrame
     waiting: pl.DataFrame
+    budget: pl.DataFrame
 
 
 def read_report_data(lake: Lake, *, top: int) -> ReportData:
@@ -68,10 +71,26 @@ def read_report_data(lake: Lake, *, top: int) -> ReportData:
     rows = lake.read("claims", columns=["doc_id", "claim_id", "round", "text"], doc_ids=waiting["doc_id"].unique().to_list())
     waiting = waiting.join(claim_texts(rows), on=["doc_id", "claim_id"], how="left")
     calls = lake.read("llm_calls", columns=["round", "role", "outcome", "prompt_tokens", "completion_tokens", "cost_usd"])
+    budget = review_budget_by_round(metrics, lake.query("SELECT round, expert_seconds FROM round_costs"), dispatch_spending(lake))
     return ReportData(
         lake=lake.uri, metrics=metrics, precision=precision_by_round(metrics), frontier=frontier_by_document(status),
-        reviewers=reviewer_totals(stats), reviewer_rounds=stats, costs=costs_by_round(calls), waiting=waiting,
+        reviewers=reviewer_totals(stats), reviewer_rounds=stats, costs=costs_by_round(calls), waiting=waiting, budget=budget,
     )
+
+
+def dispatch_spending(lake: Lake) -> pl.DataFrame:
+    """``round`` and the cost report (budget, spent, candidates, deferred, blocked_by_cost,
+    over_budget) each round's latest dispatch recorded in its ``rounds`` row (``detail_json``
+    ``cost``); rounds whose dispatch recorded none are left out."""
+    stages = lake.read("rounds", columns=["round", "stage", "finished_at", "detail_json"]).filter(pl.col("stage") == "dispatch")
+    rows = []
+    for r in stages.sort("round", "finished_at").unique("round", keep="last").iter_rows(named=True):
+        cost = json.loads(r["detail_json"] or "{}").get("cost") if (r["detail_json"] or "").startswith("{") else None
+        if isinstance(cost, dict):
+            rows.append({"round": r["round"], **{k: cost.get(k) for k in ("budget", "spent", "candidates", "deferred", "blocked_by_cost",
+                                                                           "over_budget")}})
+    return pl.DataFrame(rows, schema={"round": pl.Int64, "budget": pl.Float64, "spent": pl.Float64, "candidates": pl.Int64,
+                                      "deferred": pl.Int64, "blocked_by_cost": pl.Int64, "over_budget": pl.Int64})
 
 
 def _counts(axis: Any) -> None:
@@ -212,6 +231,32 @@ def plot_costs(costs: pl.DataFrame) -> bytes | None:
     return png_bytes(fig)
 
 
+def plot_budget(budget: pl.DataFrame) -> bytes | None:
+    """Per round, the review budget and what the dispatch spent of it (cost units, left), and
+    the reviewers' seconds against the Boundary claims their verdicts resolved (right); None
+    before any round deferred a claim or recorded its budget."""
+    if budget.height == 0 or (budget["n_resolved"].sum() == 0 and budget["spent"].drop_nulls().is_empty()):
+        return None
+    fig, (spend, bought) = pyplot().subplots(1, 2, figsize=(10, 3.6))
+    rounds = [str(r) for r in budget["round"].to_list()]
+    spend.bar(rounds, budget["budget"].fill_null(0).to_list(), color="#cfd8dc", label="budget")
+    spend.bar(rounds, budget["spent"].fill_null(0).to_list(), width=0.5, color="#1565c0", label="spent")
+    spend.set_xlabel("round")
+    spend.set_ylabel("cost units")
+    spend.legend(fontsize=8)
+    spend.set_title("Review budget per round")
+    seconds = budget["expert_seconds"].fill_null(0).to_list()
+    resolved = budget["n_resolved"].to_list()
+    bought.plot(seconds, resolved, marker="o", linestyle="none", color="#2e7d32")
+    for r, x, y in zip(rounds, seconds, resolved, strict=True):
+        bought.annotate(f"round {r}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    bought.set_xlabel("review seconds spent")
+    bought.set_ylabel("Boundary claims resolved")
+    _counts(bought.yaxis)
+    bought.set_title("What the reviewers' time resolved")
+    return png_bytes(fig)
+
+
 PLOTS: dict[str, tuple[str, Callable[[ReportData], bytes | None], str]] = {
     "coverage.png": ("PCR and KF over rounds", lambda d: plot_coverage(d.metrics), "No scored rounds yet."),
     "frontier.png": ("Frontier by document", lambda d: plot_frontier(d.frontier), "No scored documents yet."),
@@ -219,6 +264,7 @@ PLOTS: dict[str, tuple[str, Callable[[ReportData], bytes | None], str]] = {
     "reviewers.png": ("Verdicts per reviewer", lambda d: plot_reviewers(d.reviewers), "No verdicts yet."),
     "reliability.png": ("Reviewer reliability", lambda d: plot_reliability(d.reviewers), "No reviewers sharing claims yet."),
     "costs.png": ("Model tokens", lambda d: plot_costs(d.costs), "No model calls recorded (offline models make none)."),
+    "budget.png": ("Review budget and what it resolved", lambda d: plot_budget(d.budget), "No claim deferred yet."),
 }
 """Each plot: file name → (alt text, drawing, the line shown instead when there is nothing to draw)."""
 
@@ -325,6 +371,14 @@ paired with a careless one is outvoted as often as not.</p>
 {html_table(data.reviewers)}
 <p class=note>Per round (agreement: share of a reviewer's votes on claims with ≥ 2 votes that equal the decision; Fleiss' kappa of the round).</p>
 {html_table(data.reviewer_rounds, percent=("agreement",))}
+<h2>Review budget</h2>
+<p class=note>What each round's review budget bought, to choose a budget: the cost units the dispatch could spend
+(GRACE_BUDGET) and spent, the Boundary candidates, those deferred, those the rule (1 − σ)·Pri &gt; Cost blocked and
+those that met it but did not fit in the budget; the reviewers' recorded seconds on the round's deferrals, the
+Boundary claims their verdicts resolved (confirmed or rejected), the seconds per resolved claim and how KF moved.
+A round where the rule blocks most candidates gains nothing from a larger budget.</p>
+{fig['budget.png']}
+{html_table(data.budget)}
 <h2>Costs</h2>
 <p>{costs_total[0]:,} model calls, {costs_total[1]:,} tokens, ${costs_total[2]:.4f}.</p>
 {fig['costs.png']}

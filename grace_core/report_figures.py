@@ -10,6 +10,9 @@ Each function takes the rows as the catalog gives them and returns a small table
   most Boundary claims first (the knowledge frontier, DESIGN §7);
 - :func:`reviewer_totals`: each reviewer's verdicts over all rounds;
 - :func:`costs_by_round`: model calls, tokens and dollars per round and role (``llm_calls``);
+- :func:`review_budget_by_round`: per round, the review budget, what the dispatch spent of it and
+  what the rule blocked, the reviewers' seconds and the Boundary claims their verdicts resolved
+  (the budget curve of a real lake);
 - :func:`waiting_claims`: the Boundary claims not decided for good, highest priority first,
   with the reviewers they are waiting on;
 
@@ -33,6 +36,8 @@ COLUMN_LABELS = {
     "n_confirmed": "confirmed", "mean_seconds": "mean seconds", "reliability_overlap": "votes it rests on",
     "cost_usd": "cost ($)", "n_verdicts": "verdicts", "fleiss_kappa": "Fleiss' kappa",
     "refuted_false": "really false", "cum_refuted_false": "really false (cumulative)",
+    "spent": "budget spent", "blocked_by_cost": "blocked by cost", "over_budget": "over budget", "n_resolved": "resolved",
+    "expert_seconds": "review seconds", "seconds_per_resolved": "seconds per resolved", "kf_change": "KF change",
 }
 """Readable table headers for the lake's column names (the name itself is the header's tooltip)."""
 
@@ -125,6 +130,50 @@ def costs_by_round(calls: pl.DataFrame) -> pl.DataFrame:
             cost_usd=pl.col("cost_usd").fill_null(0.0).sum(),
         ).sort("round", "role")
     )
+
+
+REVIEW_BUDGET_SCHEMA = {
+    "round": pl.Int64, "budget": pl.Float64, "spent": pl.Float64, "candidates": pl.Int64, "n_deferred": pl.Int64,
+    "blocked_by_cost": pl.Int64, "over_budget": pl.Int64, "expert_seconds": pl.Float64, "n_resolved": pl.Int64,
+    "seconds_per_resolved": pl.Float64, "kf_change": pl.Float64,
+}
+
+
+def review_budget_by_round(metrics: pl.DataFrame, costs: pl.DataFrame, dispatch: pl.DataFrame) -> pl.DataFrame:
+    """What each round's review budget bought (DESIGN §4, §7), by round:
+
+    - ``budget, spent, candidates, n_deferred, blocked_by_cost, over_budget``: the round's
+      dispatch (``dispatch``: ``round`` and the :class:`~grace_core.selection.CostReport`
+      fields its ``rounds`` row recorded; null for a round dispatched before they were recorded):
+      the cost units it could spend and spent, the Boundary candidates, those deferred, those the
+      rule (1 − σ)·Pri > Cost blocked and those that met it but did not fit;
+    - ``expert_seconds``: the reviewers' recorded seconds on the round's deferrals (``round_costs``);
+    - ``n_resolved``: the round's deferrals decided confirm or reject (``round_metrics``);
+      ``seconds_per_resolved`` = expert_seconds / n_resolved (null when none was resolved);
+    - ``kf_change``: KF minus the previous round's (null in the first round).
+
+    ``metrics``: ``round_metrics`` rows (``round, kf, n_confirmed, n_rejected``); ``costs``:
+    ``round_costs`` rows (``round, expert_seconds``)."""
+    if metrics.height == 0:
+        return pl.DataFrame(schema=REVIEW_BUDGET_SCHEMA)
+    fields = ("budget", "spent", "candidates", "deferred", "blocked_by_cost", "over_budget")
+    spend = dispatch.select("round", *[c for c in fields if c in dispatch.columns]) if dispatch.height else pl.DataFrame(
+        schema={"round": pl.Int64})
+    rows = (
+        metrics.sort("round").select(
+            pl.col("round").cast(pl.Int64),
+            n_resolved=(pl.col("n_confirmed").fill_null(0) + pl.col("n_rejected").fill_null(0)).cast(pl.Int64),
+            kf_change=pl.col("kf").cast(pl.Float64).diff(),
+        )
+        .join(costs.select(pl.col("round").cast(pl.Int64), pl.col("expert_seconds").cast(pl.Float64)), on="round", how="left")
+        .join(spend.with_columns(pl.col("round").cast(pl.Int64)), on="round", how="left")
+        .with_columns(seconds_per_resolved=pl.when(pl.col("n_resolved") > 0).then(pl.col("expert_seconds") / pl.col("n_resolved")))
+    )
+    for name in fields:
+        if name not in rows.columns:
+            rows = rows.with_columns(pl.lit(None).alias(name))
+    return rows.rename({"deferred": "n_deferred"}).select(
+        [pl.col(c).cast(t) for c, t in REVIEW_BUDGET_SCHEMA.items()])
 
 
 def waiting_claims(status: pl.DataFrame, queue: pl.DataFrame, limit: int) -> pl.DataFrame:

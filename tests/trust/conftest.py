@@ -3,6 +3,8 @@ two scored rounds, deferrals answered by two reviewers who disagree once, and mo
 
 from __future__ import annotations
 
+import json
+
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,6 +27,10 @@ STATUS = {
     2: {0: "grounded", 1: "grounded", 2: "grounded", 3: "grounded", 4: "grounded", 7: "refuted"},
 }
 # round-1 deferrals: (doc, claim index) → {reviewer: verdict}
+DISPATCH_COST = {"candidates": 9, "deferred": 5, "spent": 1.0, "budget": 3.0, "blocked_by_cost": 3, "shortfall_min": 0.05,
+                 "shortfall_max": 0.4, "over_budget": 1}
+"""What round 1's dispatch recorded of its budget (grace_core.selection.CostReport)."""
+
 VOTES = {
     ("paper-a", 3): {"alice": "confirm", "verifier": "confirm"},
     ("paper-a", 4): {"alice": "confirm", "verifier": "confirm"},
@@ -79,8 +85,10 @@ def write_small_lake(root: Path) -> Lake:
          "channel": "file" if r == "alice" else "verifier", "created_at": T0 + timedelta(hours=1)}
         for (d, i), votes in VOTES.items() for r, v in votes.items()
     ])
+    dispatch = pl.DataFrame([{"round": 1, "stage": "dispatch", "started_at": T0, "finished_at": T0, "n_documents": 3,
+                              "detail_json": json.dumps({"cost": DISPATCH_COST})}]).with_columns(pl.col("round").cast(pl.Int32))
     lake.commit("dispatch/round=1", {"deferrals": deferrals.with_columns(pl.col("round", "rank").cast(pl.Int32)),
-                                     "verdicts": verdicts.with_columns(pl.col("round").cast(pl.Int32))})
+                                     "verdicts": verdicts.with_columns(pl.col("round").cast(pl.Int32)), "rounds": dispatch})
     decisions = decide(verdicts).with_columns(round=pl.lit(2, pl.Int32))
     reliability = estimate_reliability(verdicts).with_columns(round=pl.lit(2, pl.Int32))
     lake.commit("settle/round=2", {"decisions": decisions, "scores": _scores(2), "llm_calls": _calls(2), "reviewer_reliability": reliability})

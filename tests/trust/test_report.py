@@ -14,10 +14,10 @@ from grace_core.intervals import wilson_interval
 from grace_core.report_figures import precision_by_round, waiting_claims
 from storage.lake import Lake
 from tests.grace_cli import run_grace
-from tests.trust.conftest import T0, cid
+from tests.trust.conftest import T0, VOTES, cid
 from tests.ui.desk import STABLE_SCREENS
 
-PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "reliability.png", "costs.png")
+PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "reliability.png", "budget.png", "costs.png")
 
 
 def test_wilson_interval_matches_the_closed_form_and_stays_inside_0_1() -> None:
@@ -53,13 +53,14 @@ def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path
     out = tmp_path / "report"
     code, stdout, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(out), "--top", "4")
     assert code == 0, stderr
-    assert f"{out / 'index.html'} (6 plots)" in stdout
+    assert f"{out / 'index.html'} (7 plots)" in stdout
     for name in PLOTS:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     page = (out / "index.html").read_text(encoding="utf-8")
     assert len(re.findall(r'<img id="\w+" alt="[^"]+" src="data:image/png;base64,', page)) == len(PLOTS)
     assert 'src="http' not in page and "<link" not in page and "<script" not in page  # self-contained
-    for heading in ("PCR and KF over rounds", "Frontier by document", "Precision", "Reviewers", "Costs", "Top Boundary claims waiting"):
+    for heading in ("PCR and KF over rounds", "Frontier by document", "Precision", "Reviewers", "Review budget", "Costs",
+                    "Top Boundary claims waiting"):
         assert f"<h2>{heading}</h2>" in page
     # precision: round 1 decided 3 claims (paper-b's split vote is an abstain), 2 confirmed → 66.7% [20.8%, 93.9%]
     assert "<td>66.7%</td><td>20.8%</td><td>93.9%</td>" in page
@@ -73,6 +74,29 @@ def test_report_command_writes_the_page_and_its_plots(small_lake: Lake, tmp_path
     assert cid("paper-b", 5) in waiting  # the split vote was an abstain: still waiting
     assert cid("paper-c", 6) not in waiting and cid("paper-a", 3) not in waiting  # rejected, confirmed
     assert "says something &lt;checkable&gt; &amp; specific." in waiting and "<checkable>" not in page
+
+
+def test_report_shows_what_each_rounds_budget_bought(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The budget curve of a real lake: per round the budget and what the dispatch spent, what
+    the rule blocked, the reviewers' seconds and the Boundary claims their verdicts resolved."""
+    from flows.lake_report import read_report_data
+    from grace_core.report_figures import review_budget_by_round
+
+    budget = read_report_data(small_lake, top=4).budget
+    first = budget.filter(pl.col("round") == 1).row(0, named=True)
+    assert {k: first[k] for k in ("budget", "spent", "candidates", "n_deferred", "blocked_by_cost", "over_budget")} == {
+        "budget": 3.0, "spent": 1.0, "candidates": 9, "n_deferred": 5, "blocked_by_cost": 3, "over_budget": 1}
+    alice = sum(1 for votes in VOTES.values() if "alice" in votes)
+    assert first["expert_seconds"] == 20.0 * alice  # alice's timed verdicts; the verifier's are untimed
+    assert first["n_resolved"] == 3 and first["seconds_per_resolved"] == pytest.approx(20.0 * alice / 3)
+    assert first["kf_change"] is None
+    later = budget.filter(pl.col("round") == 2).row(0, named=True)
+    assert later["budget"] is None and later["n_resolved"] == 0 and later["seconds_per_resolved"] is None  # no dispatch recorded
+    assert review_budget_by_round(pl.DataFrame(), pl.DataFrame(), pl.DataFrame()).height == 0
+    out = tmp_path / "report"
+    assert run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(out))[0] == 0
+    section = (out / "index.html").read_text(encoding="utf-8").split("<h2>Review budget</h2>")[1].split("<h2>")[0]
+    assert '<img id="budget"' in section and '<th title="blocked_by_cost">blocked by cost</th>' in section
 
 
 def test_report_shows_the_audited_precision(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
