@@ -255,6 +255,7 @@ class PaperRun:
     decisions: list[pl.DataFrame] = field(default_factory=list)  # this round's deferrals + decision
     cascaded: list[pl.DataFrame] = field(default_factory=list)  # doc_id, claim_id turned Grounded unreviewed
     answers: list[list[dict]] = field(default_factory=list)
+    contexts: list[str] = field(default_factory=list)  # the Grounded claims QA read at the end of each round
     baselines: dict[str, list[dict]] = field(default_factory=dict)
     first_round: pl.DataFrame | None = None  # doc_id, claim_id, round a response claim was first seen
     truth: pl.DataFrame | None = None  # doc_id, claim_id, is_true for response claims
@@ -305,7 +306,8 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
     run.scores.append(scores)
     run.decisions.append(played.deferred)
     run.cascaded.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}))
-    run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
+    run.contexts.append(grounded_context(graph, scores))
+    run.answers.append(answer_round(split, questions, run.contexts[-1], roles))
     for r in range(1, rounds + consolidation_rounds + 1):
         if r <= rounds:
             responses, bad = sample_responses(docs, split.batches[r - 1], asked, roles, round_id=r,
@@ -317,7 +319,8 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
         run.scores.append(scores)
         run.decisions.append(played.deferred)
         run.cascaded.append(cascaded(played.opening, scores, played.closing.decisions))
-        run.answers.append(answer_round(split, questions, grounded_context(graph, scores), roles))
+        run.contexts.append(grounded_context(graph, scores))
+        run.answers.append(answer_round(split, questions, run.contexts[-1], roles))
     responses = graph.response_claims()
     run.first_round = graph.claims.filter(pl.col("source_kind") == "response").group_by("doc_id", "claim_id").agg(pl.col("round").min())
     if isinstance(roles.responder, OfflineResponder):
