@@ -9,12 +9,12 @@ command's process dies without cleaning up (SIGKILL, OOM kill): the server proce
 with Linux's parent-death signal (``PR_SET_PDEATHSIG``: SIGTERM the moment its parent dies, from
 its first instruction on, so also while the command still waits for it to answer), and a
 watchdog process, started once it answers, follows with SIGKILL if it has not stopped 5 s after.
+A configured API (``PREFECT_API_URL``) that does not answer is one line before any flow runs.
 """
 
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import signal
 import subprocess
@@ -32,7 +32,7 @@ machine); Prefect's own ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` win
 
 
 class PrefectServerUnavailable(GraceError):
-    """The temporary Prefect server did not start."""
+    """The temporary Prefect server did not start, or the configured API does not answer."""
 
 WATCHDOG = """
 import os, signal, sys, time
@@ -92,6 +92,14 @@ def prefect_api() -> Iterator[tuple[str, bool]]:
 
     configured = PREFECT_API_URL.value()
     if configured:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            failure = client.api_healthcheck()
+        if failure is not None:
+            reason = " ".join(str(failure).split()) or type(failure).__name__
+            raise PrefectServerUnavailable(f"the Prefect API at {configured} (PREFECT_API_URL) does not answer ({reason}); "
+                                           "start that server, or unset PREFECT_API_URL to run on a temporary one")
         yield configured, False
         return
     previous = {s: signal.signal(s, _exit_on_signal) for s in _EXIT_SIGNALS}
@@ -120,28 +128,3 @@ def prefect_api() -> Iterator[tuple[str, bool]]:
             watchdog.wait()
         for s, handler in previous.items():
             signal.signal(s, handler)
-
-
-class _WithoutTraceback(logging.Formatter):
-    """Formats like ``inner`` but leaves out the record's traceback (the record is unchanged
-    for the other handlers, e.g. the one sending logs to the Prefect API)."""
-
-    def __init__(self, inner: logging.Formatter | None) -> None:
-        super().__init__()
-        self.inner = inner or logging.Formatter()
-
-    def format(self, record: logging.LogRecord) -> str:
-        saved = record.exc_info, record.exc_text, record.stack_info
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        try:
-            return self.inner.format(record)
-        finally:
-            record.exc_info, record.exc_text, record.stack_info = saved
-
-
-def console_without_tracebacks() -> None:
-    """Prefect's console log lines without tracebacks: a failed run is one line there (its
-    traceback still goes to the Prefect API), and the command prints the error itself."""
-    for handler in logging.getLogger().handlers:
-        if type(handler).__name__ == "PrefectConsoleHandler" and not isinstance(handler.formatter, _WithoutTraceback):
-            handler.setFormatter(_WithoutTraceback(handler.formatter))
