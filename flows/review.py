@@ -218,18 +218,21 @@ def dispatch_reviews(params: DispatchParams) -> dict:
 CLAIM_CHARS = 300
 
 
-def deferred_claims(lake: Lake, round_id: int) -> list[dict]:
+def deferred_claims(lake: Lake, round_id: int, deadline_rounds: int | None = None) -> list[dict]:
     """The round's deferrals as a person reads them, by rank: the claim's text (cut to
-    :data:`CLAIM_CHARS`), its document, the reviewer who has it and by when. No status or
-    confidence: an audit claim must look like any deferral (blind review)."""
+    :data:`CLAIM_CHARS`), its document, the reviewer who has it and by when (with
+    ``deadline_rounds``, the hours deadline or the dispatch of round ``round_id +
+    deadline_rounds``, whichever comes first). No status or confidence: an audit claim must look
+    like any deferral (blind review)."""
     deferred = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "reviewer", "rank", "deadline"])
     if deferred.height == 0:
         return []
     texts = LakeTexts(lake).claim_texts(deferred["doc_id"].unique().sort().to_list()).select("doc_id", "claim_id", "text")
     rows = deferred.join(texts, on=["doc_id", "claim_id"], how="left").sort("rank", "reviewer")
+    by_round = "" if deadline_rounds is None else f" or round {round_id + deadline_rounds}, whichever comes first"
     return [{
         "rank": r["rank"], "claim": " ".join((r["text"] or "—").split())[:CLAIM_CHARS], "document": r["doc_id"], "reviewer": r["reviewer"],
-        "due": "answered at dispatch" if r["reviewer"] == VERIFIER else (f"{r['deadline']:%Y-%m-%d %H:%M} UTC" if r["deadline"] else "—"),
+        "due": "answered at dispatch" if r["reviewer"] == VERIFIER else (f"{r['deadline']:%Y-%m-%d %H:%M} UTC{by_round}" if r["deadline"] else "—"),
     } for r in rows.iter_rows(named=True)]
 
 
@@ -239,7 +242,7 @@ def publish_deferred(settings: GraceSettings, round_id: int) -> None:
     (:func:`cost_line`); when the table would be empty, a markdown line saying none were deferred
     and why (e.g. every candidate blocked by cost, and by how much)."""
     lake = open_lake(settings)
-    rows, selection = deferred_claims(lake, round_id), cost_line(dispatch_report(lake, round_id))
+    rows, selection = deferred_claims(lake, round_id, settings.deadline_rounds), cost_line(dispatch_report(lake, round_id))
     if rows:
         create_table_artifact(key="grace-deferred-claims", table=rows,
                               description=f"Round {round_id}: {len(rows)} deferred claim-reviewer pair{'s' if len(rows) != 1 else ''}, "

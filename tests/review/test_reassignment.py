@@ -23,7 +23,7 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
-from flows.review import dispatch_report, dispatch_reviews
+from flows.review import deferred_claims, dispatch_report, dispatch_reviews
 from flows.score import score_round
 from storage.lake import Lake
 from tests.review.conftest import T0, build_lake, stage
@@ -131,6 +131,9 @@ def test_every_claim_of_an_absent_reviewer_is_reassigned_after_the_deadline_and_
     assert all(m["n_pending"] == 0 for m in final.values())
     # carol's lapses are the abstained deferrals (her round closed by the reassignment), each counted once
     assert sum(m["n_abstained"] for m in final.values()) == lapses.height
+    # the round's deferred-claims artifact tells carol both deadlines (72 h or two rounds on)
+    due = {r["reviewer"]: r["due"] for r in deferred_claims(lake, 1, DEADLINE_ROUNDS)}
+    assert due[ABSENT] == "2026-03-05 09:00 UTC or round 3, whichever comes first", due
     # each dispatch said what it did with its budget
     for r, out in enumerate(returned, start=1):
         assert out["cost"] is not None and out["cost"]["deferred"] == deferrals.filter(pl.col("round") == r).height, (r, out)
