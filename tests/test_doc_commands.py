@@ -49,10 +49,13 @@ class Block:
 @dataclass(frozen=True)
 class Run:
     """How a block runs: as written, or with ``subs`` (regular expression → replacement, per
-    line) applied first, for the reason ``why``."""
+    line; ``{folder}`` is the test's folder) applied first, for the reason ``why``; in the test's
+    folder with the .venv activated, or ``in_clone``: in the clone itself, with no .venv on the
+    PATH (``./dev``)."""
 
     subs: dict[str, str] = field(default_factory=dict)
     why: str = ""
+    in_clone: bool = False
 
 
 def code_blocks() -> list[Block]:
@@ -70,8 +73,9 @@ def code_blocks() -> list[Block]:
 DEMO_BLOCK = ("README.md", "./dev demo     # set-up on first run, then the main job on the embedded default (no keys, no servers)")
 
 RUN: dict[tuple[str, str], Run] = {
-    DEMO_BLOCK: Run({r"^\./dev test.*$": "", r"^\./dev demo": "./dev demo --lake demo-lake"},
-                    "`./dev test` is the whole suite, this test among it (CI runs it); the demo's lake goes to the test's folder"),
+    DEMO_BLOCK: Run({r"^\./dev test.*$": "", r"^\./dev demo": "./dev demo --lake {folder}/demo-lake"},
+                    "`./dev test` is the whole suite, this test among it (CI runs it); the demo's lake goes to the test's folder",
+                    in_clone=True),
     ("docs/commands.md", "KEY=$(grace reviewer add alice | tail -1)          # give it to alice"): Run(),
     ("docs/lake.md", "grace ingest flows/samples/qasper_demo.jsonl --prior-sections Abstract,Introduction"): Run(),
     ("docs/lake.md", "import json, deltalake, polars as pl"): Run(),
@@ -157,16 +161,18 @@ def run_block(key: tuple[str, str], folder: Path) -> subprocess.CompletedProcess
     b, how = block(key), RUN[key]
     text = b.text
     for pattern, replacement in how.subs.items():
-        text = re.sub(pattern, replacement, text, flags=re.MULTILINE)
-    for name in ("flows", ".venv"):
-        if not (folder / name).exists():
+        text = re.sub(pattern, replacement.replace("{folder}", str(folder)), text, flags=re.MULTILINE)
+    venv = REPO / ".venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_")) and k not in ("COLUMNS", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(venv)))
+    env |= {"PREFECT_HOME": str(folder / ".prefect"), "COLUMNS": "120"}
+    if not how.in_clone:
+        for name in ("flows", ".venv"):
             (folder / name).symlink_to(REPO / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_")) and k != "COLUMNS"}
-    env |= {"PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}", "PREFECT_HOME": str(folder / ".prefect"),
-            "VIRTUAL_ENV": str(REPO / ".venv"), "COLUMNS": "120"}
+        env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv)}
     python = b.info == "python" or text.lstrip().startswith(("import ", "from "))
     argv = [str(REPO / ".venv" / "bin" / "python"), "-c", text] if python else ["bash", "-euo", "pipefail", "-c", text]
-    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+    return subprocess.run(argv, cwd=REPO if how.in_clone else folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
                           start_new_session=True)
 
 

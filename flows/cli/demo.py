@@ -108,22 +108,21 @@ def grace_command() -> str:
     return str(me.resolve()) if me.name == "grace" and me.is_file() else "grace"
 
 
-def writable_lake(settings: GraceSettings) -> Lake:
-    """The demo's lake, checked before any server starts: a local folder that can be created and
-    written (or an existing lake whose tables are all there), else :class:`LakeError` in one line."""
+def writable_lake(settings: GraceSettings) -> None:
+    """The demo's lake (a local folder), checked before any server starts: a folder that can be
+    created and written (or an existing lake whose tables are all there), else :class:`LakeError`
+    in one line."""
     from storage.lake import Lake
 
     target = Lake.open(settings)  # a path that is a file is refused here
-    if not settings.lake.startswith("s3://"):
-        folder = Path(target.uri)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise LakeError(f"lake {folder}: cannot be created ({exc.strerror or exc})") from None
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise LakeError(f"lake {folder}: this user cannot write to it")
+    folder = Path(target.uri)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LakeError(f"lake {folder}: cannot be created ({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise LakeError(f"lake {folder}: this user cannot write to it")
     target.state()  # a lake that lost a table is refused here
-    return target
 
 
 @app.command()
