@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -23,6 +24,28 @@ from storage.schemas import TABLES, conform
 
 DERIVED = ("decisions", "scoring_counts", "review_inputs", "reviewer_reliability")
 """Tables an earlier GRACE did not store: derived from the others as rounds settle."""
+
+
+def write_old_file(old: Path, name: str, table: pa.Table, rnd: int | None) -> dict:
+    """Write one table's rows of one round (``rnd``; None: a table not stored by round) as the
+    earlier GRACE did: a zstd Parquet file named by the hash of its bytes. Returns its entry of
+    the commit record."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    folder = f"tables/{name}" if rnd is None else f"tables/{name}/round={rnd}"
+    rel = f"{folder}/part-{hashlib.sha256(data).hexdigest()[:32]}.parquet"
+    (old / folder).mkdir(parents=True, exist_ok=True)
+    (old / rel).write_bytes(data)
+    return {"table": name, "path": rel, "rows": table.num_rows, "bytes": len(data), "round": rnd, "schema_version": TABLES[name].version}
+
+
+def write_record(old: Path, key: str, committed_at: datetime, files: list[dict]) -> None:
+    """Write the commit record of the earlier format naming ``files`` (:func:`write_old_file`)."""
+    cid = hashlib.sha256(key.encode()).hexdigest()[:32]
+    (old / "_manifest/commits").mkdir(parents=True, exist_ok=True)
+    record = {"format": 1, "id": cid, "key": key, "committed_at": committed_at.isoformat(), "files": files}
+    (old / f"_manifest/commits/{cid}.json").write_text(json.dumps(record, sort_keys=True))
 
 
 def added_files(table_dir: Path, version: int) -> list[tuple[str, dict]]:
@@ -43,26 +66,14 @@ def downgrade(lake: Path, old: Path) -> int:
         for name, (version, _rows) in sorted(json.loads(row["tables_json"]).items()):
             if name in DERIVED:
                 continue
-            spec = TABLES[name]
             for path, partition in added_files(lake / "tables" / name, version):
                 part = pq.read_table(lake / "tables" / name / path)
-                if spec.partitioned:
-                    part = part.append_column("round", pa.array([int(partition["round"])] * part.num_rows, pa.int32()))
-                table = conform(name, part)
-                sink = pa.BufferOutputStream()
-                pq.write_table(table, sink, compression="zstd")
-                data = sink.getvalue().to_pybytes()
-                rnd = int(partition["round"]) if spec.partitioned else None
-                folder = f"tables/{name}" if rnd is None else f"tables/{name}/round={rnd}"
-                rel = f"{folder}/part-{hashlib.sha256(data).hexdigest()[:32]}.parquet"
-                (old / folder).mkdir(parents=True, exist_ok=True)
-                (old / rel).write_bytes(data)
-                files.append({"table": name, "path": rel, "rows": table.num_rows, "bytes": len(data), "round": rnd,
-                              "schema_version": spec.version})
+                rnd = int(partition["round"]) if TABLES[name].partitioned else None
+                if rnd is not None:
+                    part = part.append_column("round", pa.array([rnd] * part.num_rows, pa.int32()))
+                files.append(write_old_file(old, name, conform(name, part), rnd))
         if not files and json.loads(row["tables_json"]):
             continue  # a commit of derived tables only
-        (old / "_manifest/commits").mkdir(parents=True, exist_ok=True)
-        record = {"format": 1, "id": row["id"], "key": row["key"], "committed_at": row["committed_at"].isoformat(), "files": files}
-        (old / f"_manifest/commits/{row['id']}.json").write_text(json.dumps(record, sort_keys=True))
+        write_record(old, row["key"], row["committed_at"], files)
         written += 1
     return written

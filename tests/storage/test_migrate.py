@@ -3,7 +3,6 @@ under _manifest/commits) becomes Delta tables, idempotently, keeping commit keys
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -21,6 +20,7 @@ from storage.migrate import migrate_lake
 from storage.schemas import TABLES, conform
 from tests.storage.sample_rows import claims, edges
 from tests.grace_cli import run_grace
+from tests.storage.old_format import write_old_file, write_record
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -30,23 +30,12 @@ def old_commit(root: Path, key: str, tables: dict[str, pl.DataFrame], at: dateti
     named by the hash of its bytes, then the commit record naming them. Returns the paths."""
     files = []
     for name, df in tables.items():
-        table, spec = conform(name, df), TABLES[name]
-        rounds = sorted(pc.unique(table.column("round")).to_pylist()) if spec.partitioned else [None]
+        table = conform(name, df)
+        rounds = sorted(pc.unique(table.column("round")).to_pylist()) if TABLES[name].partitioned else [None]
         for rnd in rounds:
             part = table if rnd is None else table.filter(pc.equal(table.column("round"), rnd))
-            sink = pa.BufferOutputStream()
-            pq.write_table(part, sink, compression="zstd")
-            data = sink.getvalue().to_pybytes()
-            folder = f"tables/{name}" if rnd is None else f"tables/{name}/round={rnd}"
-            path = f"{folder}/part-{hashlib.sha256(data).hexdigest()[:32]}.parquet"
-            (root / folder).mkdir(parents=True, exist_ok=True)
-            (root / path).write_bytes(data)
-            files.append({"table": name, "path": path, "rows": part.num_rows, "bytes": len(data), "round": rnd,
-                          "schema_version": spec.version})
-    cid = hashlib.sha256(key.encode()).hexdigest()[:32]
-    (root / "_manifest/commits").mkdir(parents=True, exist_ok=True)
-    record = {"format": 1, "id": cid, "key": key, "committed_at": at.isoformat(), "files": files}
-    (root / f"_manifest/commits/{cid}.json").write_text(json.dumps(record, sort_keys=True))
+            files.append(write_old_file(root, name, part, rnd))
+    write_record(root, key, at, files)
     return [f["path"] for f in files]
 
 
