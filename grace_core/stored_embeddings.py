@@ -37,13 +37,16 @@ def embeddings_of(rows: pl.DataFrame, stored: pl.DataFrame, embedder: Embedder, 
     hit = found["vector"].is_not_null().to_numpy()
     missing = found.filter(pl.col("vector").is_null()).unique(["doc_id", "text_hash"], maintain_order=True)
     texts = missing.unique("text_hash", maintain_order=True)
-    new = embedder.embed(texts["text"].to_list()) if texts.height else np.empty((0, embedder.dim), dtype=np.float32)
-    at = {h: i for i, h in enumerate(texts["text_hash"].to_list())}
-    out = np.empty((found.height, embedder.dim), dtype=np.float32)
+    # the vector length from what is at hand: asking an API embedder for its dimension may cost a call
+    new = embedder.embed(texts["text"].to_list()) if texts.height else None
+    dim = new.shape[1] if new is not None else int(found["vector"].list.len().max() or 0)
+    out = np.empty((found.height, dim), dtype=np.float32)
     if hit.any():
-        out[hit] = found.filter(pl.col("vector").is_not_null())["vector"].cast(pl.Array(pl.Float32, embedder.dim)).to_numpy()
-    if not hit.all():
-        out[~hit] = new[[at[h] for h in found.filter(pl.col("vector").is_null())["text_hash"].to_list()]]
+        out[hit] = found.filter(pl.col("vector").is_not_null())["vector"].cast(pl.Array(pl.Float32, dim)).to_numpy()
+    if new is None:
+        return out, missing.select("doc_id", "text_hash", pl.lit(identity).alias("embedder"), pl.col("vector").cast(pl.List(pl.Float64)))
+    at = {h: i for i, h in enumerate(texts["text_hash"].to_list())}
+    out[~hit] = new[[at[h] for h in found.filter(pl.col("vector").is_null())["text_hash"].to_list()]]
     fresh = missing.select("doc_id", "text_hash", pl.lit(identity).alias("embedder")).with_columns(
-        vector=pl.Series(new[[at[h] for h in missing["text_hash"].to_list()]].reshape(-1, embedder.dim)).cast(pl.List(pl.Float64)))
+        vector=pl.Series(new[[at[h] for h in missing["text_hash"].to_list()]]).cast(pl.List(pl.Float64)))
     return out, fresh
