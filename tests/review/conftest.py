@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import polars as pl
 import pytest
@@ -156,3 +156,51 @@ def reviewers(monkeypatch: pytest.MonkeyPatch):
         if deadline_rounds is not None:
             monkeypatch.setenv("GRACE_DEADLINE_ROUNDS", str(deadline_rounds))
     return configure
+
+
+ACCOUNTING = ("n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending")
+"""The per-deferral counts of ``round_metrics`` that the scripted lakes follow round by round."""
+
+
+def answer_deferrals(lake: Lake, round_id: int, vote_of: Callable[[str, str], str | None], at: datetime, seconds: float) -> int:
+    """The scripted reviewers' answers (``vote_of(reviewer, claim_id)``: a verdict, or None for
+    no answer) to round ``round_id``'s deferrals, written to ``verdicts`` at ``at`` in one
+    commit (who may vote, and through which channel, is tested in test_identity.py); the number
+    of votes."""
+    deferrals = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "round", "reviewer"])
+    rows = [{**d, "verdict": v, "seconds_spent": seconds, "note": None, "channel": "file", "created_at": at}
+            for d in deferrals.to_dicts() if (v := vote_of(d["reviewer"], d["claim_id"]))]
+    if rows:
+        lake.commit(f"scripted/round={round_id}", {"verdicts": pl.DataFrame(rows).with_columns(pl.col("round").cast(pl.Int32))})
+    return len(rows)
+
+
+def accounting(lake: Lake) -> dict[int, dict]:
+    """``round_metrics``' :data:`ACCOUNTING` counts (and yield) by round."""
+    rows = lake.query(f"SELECT round, {', '.join(ACCOUNTING)}, yield FROM round_metrics ORDER BY round").to_dicts()
+    return {r["round"]: r for r in rows}
+
+
+def promoted(lake: Lake) -> int:
+    """Claims promoted by review: the verified sources."""
+    return lake.read("sources").filter(pl.col("source_kind") == "verified").select("doc_id", "claim_id").n_unique()
+
+
+def assert_accounting(history: list[dict[int, dict]], promotions: list[int]) -> None:
+    """The invariants of per-deferral accounting over the scripted rounds (``history``: the
+    :func:`accounting` after each round, ``promotions``: :func:`promoted` then): the confirmed
+    deferrals summed over rounds equal the claims promoted; each round's deferrals are all
+    counted once; and a round's row changes only by pending → decided (decided stays decided,
+    and a round with nothing pending never changes)."""
+    for seen, n_promoted in zip(history, promotions, strict=True):
+        assert sum(m["n_confirmed"] for m in seen.values()) == n_promoted
+        for m in seen.values():
+            assert sum(m[c] for c in ACCOUNTING[1:]) == m["n_deferred"]
+    for before, after in zip(history, history[1:]):
+        for r, old in before.items():
+            new = after[r]
+            assert new["n_deferred"] == old["n_deferred"]
+            for c in ("n_confirmed", "n_rejected", "n_abstained"):
+                assert new[c] >= old[c], (r, c, old, new)
+            if old["n_pending"] == 0:
+                assert new == old, (r, old, new)

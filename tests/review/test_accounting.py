@@ -23,12 +23,11 @@ import pytest
 from flows.review import dispatch_reviews
 from flows.score import score_round
 from storage.lake import Lake
-from tests.review.conftest import CLAIMS, T0, build_lake, stage
+from tests.review.conftest import ACCOUNTING, CLAIMS, T0, accounting, answer_deferrals, assert_accounting, build_lake, promoted, stage
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]
 
 TRUTH = {"c:1": True, "c:2": False, "c:3": True, "c:4": True}
-COUNTS = ("n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending")
 ROUNDS = 6
 
 
@@ -43,25 +42,7 @@ def vote_of(reviewer: str, claim: str) -> str | None:
 
 def answer_round(lake: Lake, round_id: int) -> int:
     """Every scripted answer to the round's deferrals, one commit; the number of votes."""
-    deferrals = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "round", "reviewer"])
-    rows = [
-        {**d, "verdict": v, "seconds_spent": 20.0, "note": None, "channel": "file",
-         "created_at": T0 + timedelta(days=2 * round_id - 1)}
-        for d in deferrals.to_dicts() if (v := vote_of(d["reviewer"], d["claim_id"]))
-    ]
-    if rows:
-        lake.commit(f"scripted/round={round_id}", {"verdicts": pl.DataFrame(rows).with_columns(pl.col("round").cast(pl.Int32))})
-    return len(rows)
-
-
-def metrics(lake: Lake) -> dict[int, dict]:
-    rows = lake.query(f"SELECT round, {', '.join(COUNTS)}, yield FROM round_metrics ORDER BY round").to_dicts()
-    return {r["round"]: r for r in rows}
-
-
-def promoted(lake: Lake) -> int:
-    """Claims promoted by review: the verified sources."""
-    return lake.read("sources").filter(pl.col("source_kind") == "verified")["claim_id"].n_unique()
+    return answer_deferrals(lake, round_id, vote_of, T0 + timedelta(days=2 * round_id - 1), 20.0)
 
 
 def test_round_metrics_count_each_deferral_once_and_never_rewrite_a_decided_round(tmp_path, reviewers, monkeypatch) -> None:
@@ -76,27 +57,15 @@ def test_round_metrics_count_each_deferral_once_and_never_rewrite_a_decided_roun
             score_round(stage(lake, r, now=now))
         dispatch_reviews(stage(lake, r, now=now))
         answer_round(lake, r)
-        history.append(metrics(lake))
+        history.append(accounting(lake))
         promotions.append(promoted(lake))
     score_round(stage(lake, ROUNDS + 1, now=T0 + timedelta(days=2 * ROUNDS)))  # settles the last round's votes
-    history.append(metrics(lake))
+    history.append(accounting(lake))
     promotions.append(promoted(lake))
     for r, seen in enumerate(history, start=1):
-        print(f"after round {r}:", {k: tuple(m[c] for c in COUNTS) for k, m in seen.items()}, "promoted", promotions[r - 1])
+        print(f"after round {r}:", {k: tuple(m[c] for c in ACCOUNTING) for k, m in seen.items()}, "promoted", promotions[r - 1])
 
-    for seen, n_promoted in zip(history, promotions):
-        assert sum(m["n_confirmed"] for m in seen.values()) == n_promoted
-        for m in seen.values():
-            assert sum(m[c] for c in COUNTS[1:]) == m["n_deferred"]
-    for before, after in zip(history, history[1:]):
-        for r, old in before.items():
-            new = after[r]
-            assert new["n_deferred"] == old["n_deferred"]
-            for c in ("n_confirmed", "n_rejected", "n_abstained"):
-                assert new[c] >= old[c], (r, c, old, new)  # decided stays decided
-            if old["n_pending"] == 0:
-                assert new == old, (r, old, new)  # a round whose deferrals are all decided never changes
-
+    assert_accounting(history, promotions)
     final = history[-1]
     # every claim ends decided the way the truthful majority says, none by one person's word
     outcomes = dict(lake.query("SELECT claim_id, decision FROM latest_decisions").rows())

@@ -26,7 +26,7 @@ import pytest
 from flows.review import deferred_claims, dispatch_report, dispatch_reviews
 from flows.score import score_round
 from storage.lake import Lake
-from tests.review.conftest import T0, build_lake, stage
+from tests.review.conftest import T0, accounting, answer_deferrals, assert_accounting, build_lake, promoted, stage
 
 pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow, pytest.mark.e2e]
 
@@ -35,7 +35,6 @@ DOCS = tuple(f"d{i}" for i in range(1, 7))
 ROUNDS = 8
 ABSENT = "carol"
 DEADLINE_ROUNDS = 2
-COUNTS = ("n_deferred", "n_confirmed", "n_rejected", "n_abstained", "n_pending")
 
 
 def night(round_id: int):
@@ -46,25 +45,10 @@ def night(round_id: int):
 def answer_round(lake: Lake, round_id: int) -> int:
     """Every scripted answer to the round's deferrals (carol gives none), six hours after the
     dispatch, one commit; the number of votes."""
-    deferrals = lake.read("deferrals", rounds=[round_id], columns=["doc_id", "claim_id", "round", "reviewer"])
-    rows = [
-        {**d, "verdict": "confirm" if TRUTH[d["claim_id"]] else "reject", "seconds_spent": 30.0, "note": None, "channel": "file",
-         "created_at": night(round_id) + timedelta(hours=6)}
-        for d in deferrals.to_dicts() if d["reviewer"] != ABSENT
-    ]
-    if rows:
-        lake.commit(f"scripted/round={round_id}", {"verdicts": pl.DataFrame(rows).with_columns(pl.col("round").cast(pl.Int32))})
-    return len(rows)
+    def vote_of(reviewer: str, claim: str) -> str | None:
+        return None if reviewer == ABSENT else "confirm" if TRUTH[claim] else "reject"
 
-
-def metrics(lake: Lake) -> dict[int, dict]:
-    rows = lake.query(f"SELECT round, {', '.join(COUNTS)} FROM round_metrics ORDER BY round").to_dicts()
-    return {r["round"]: r for r in rows}
-
-
-def promoted(lake: Lake) -> int:
-    """Claims promoted by review: the verified sources (claim ids repeat across documents)."""
-    return lake.read("sources").filter(pl.col("source_kind") == "verified").select("doc_id", "claim_id").n_unique()
+    return answer_deferrals(lake, round_id, vote_of, night(round_id) + timedelta(hours=6), 30.0)
 
 
 def test_every_claim_of_an_absent_reviewer_is_reassigned_after_the_deadline_and_decided(tmp_path, reviewers, monkeypatch) -> None:
@@ -79,10 +63,10 @@ def test_every_claim_of_an_absent_reviewer_is_reassigned_after_the_deadline_and_
             score_round(stage(lake, r, now=night(r)))
         returned.append(dispatch_reviews(stage(lake, r, now=night(r), budget=0.36)))  # five claims a night at cost 0.07
         answer_round(lake, r)
-        history.append(metrics(lake))
+        history.append(accounting(lake))
         promotions.append(promoted(lake))
     score_round(stage(lake, ROUNDS + 1, now=night(ROUNDS + 1)))  # settles the last round's votes
-    history.append(metrics(lake))
+    history.append(accounting(lake))
     promotions.append(promoted(lake))
 
     deferrals = lake.read("deferrals", columns=["doc_id", "claim_id", "round", "reviewer"]).sort("round", "doc_id", "claim_id")
@@ -115,18 +99,7 @@ def test_every_claim_of_an_absent_reviewer_is_reassigned_after_the_deadline_and_
     for doc, claim in deferrals.select(keys).unique().iter_rows():
         assert decisions.get((doc, claim)) == ("confirm" if TRUTH[claim] else "reject"), (doc, claim)
     # the accounting invariants of test_accounting.py: Σ confirmed = promoted; a round's row changes only pending → decided
-    for seen, n_promoted in zip(history, promotions):
-        assert sum(m["n_confirmed"] for m in seen.values()) == n_promoted
-        for m in seen.values():
-            assert sum(m[c] for c in COUNTS[1:]) == m["n_deferred"]
-    for before, later in zip(history, history[1:]):
-        for r, old in before.items():
-            new = later[r]
-            assert new["n_deferred"] == old["n_deferred"]
-            for c in ("n_confirmed", "n_rejected", "n_abstained"):
-                assert new[c] >= old[c], (r, c, old, new)
-            if old["n_pending"] == 0:
-                assert new == old, (r, old, new)
+    assert_accounting(history, promotions)
     final = history[-1]
     assert all(m["n_pending"] == 0 for m in final.values())
     # carol's lapses are the abstained deferrals (her round closed by the reassignment), each counted once
