@@ -194,6 +194,7 @@ def test_a_doc_block_runs(key: tuple[str, str], demo_run: tuple[Path, subprocess
         assert done.stdout.rstrip().endswith("grace is not on your PATH: `. .venv/bin/activate` puts it there "
                                              "(or run it as `./dev grace ARGS`).")
         assert '  ./dev grace sql --lake ' in done.stdout  # the hints in the form that works without it
+        assert "| INFO" not in done.stderr and "docs/v3" not in done.stderr  # quiet: no Prefect line, no docs link
     else:
         shutil.copytree(demo_folder / "demo-lake", tmp_path / "lake")
         done = run_block(key, tmp_path)
