@@ -6,6 +6,7 @@ a Prefect server starts."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import subprocess
@@ -124,3 +125,30 @@ def test_the_demo_checks_its_lake_before_a_server_starts(case: str, tmp_path: Pa
     code, out, err = run_grace(monkeypatch, capsys, "demo", "--lake", str(lake), "--rounds", "1")
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("grace: error: ") and expected in err, err
     assert "Traceback" not in out + err and "Prefect" not in out
+
+
+def test_the_terminal_shows_the_rounds_own_lines_and_every_warning_of_grace_flows_but_no_prefect_record() -> None:
+    import prefect
+
+    from flows.run_logs import StageLines, WithoutPrefect
+
+    engine, ours = str(Path(prefect.__file__).parent / "flow_engine.py"), str(REPO / "flows" / "expansion.py")
+
+    def record(level: int, message: str, flow: str, pathname: str, name: str = "prefect.flow_runs") -> logging.LogRecord:
+        made = logging.LogRecord(name, level, pathname, 1, message, (), None)
+        made.flow_name = flow
+        return made
+
+    shown: list[str] = []
+    lines = StageLines(shown.append, "expansion_round")
+    for r in (record(logging.INFO, "build: 3 documents, 87 claims, 229 edges", "expansion_round", ours),
+              record(logging.INFO, "Beginning flow run 'x' for flow 'expansion_round'", "expansion_round", engine),
+              record(logging.INFO, "round 1: scored 87 claims of 3 changed documents", "score_round", ours),
+              record(logging.WARNING, "alice in GRACE_REVIEWERS but not registered", "dispatch_reviews", ours),
+              record(logging.ERROR, "Finished in state Failed('boom')", "expansion_round", engine)):
+        lines.handle(r)
+    assert shown == ["build: 3 documents, 87 claims, 229 edges", "warning: alice in GRACE_REVIEWERS but not registered"]
+    quiet = WithoutPrefect()
+    assert not quiet.filter(record(logging.INFO, "Starting temporary server", "", engine, name="prefect"))
+    assert not quiet.filter(record(logging.ERROR, "Encountered exception", "expansion_round", engine))
+    assert quiet.filter(record(logging.WARNING, "a library's warning", "", "/usr/lib/x.py", name="urllib3"))
