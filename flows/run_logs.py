@@ -101,9 +101,10 @@ def terminal_logs(show: Callable[[str], None], *, flow: str, verbose: bool = Fal
     console handler prints no traceback (a failed run is its ERROR lines there, and the command
     prints the error once itself) and, unless ``verbose``, none of Prefect's own records (its
     INFO lines, the temporary server's docs link, a failed run's ERROR lines: the command's one
-    error line says it). The records still reach the Prefect API (the UI's run logs). Call it
-    after Prefect is imported (its logging is set up at import)."""
-    import prefect  # noqa: F401  (sets up Prefect's logging: its console handler on the root logger)
+    error line says it). The records still reach the Prefect API (the UI's run logs); the run
+    loggers keep their level (``PREFECT_LOGGING_LEVEL``, INFO by default), which the stage lines
+    need too."""
+    import prefect  # noqa: F401  (Prefect sets up its logging at import: its console handler on the root logger)
 
     consoles = [h for h in logging.getLogger().handlers if type(h).__name__ == "PrefectConsoleHandler"]
     quiet = WithoutPrefect()
