@@ -95,6 +95,10 @@ NOT_RUNNABLE: dict[tuple[str, str], str] = {
     ("docs/evaluation.md", 'grace eval expansion --data "$GRACE_DATA_DIR/qasper/qasper_dev.jsonl" --rounds 3 '
                            "--consolidation-rounds 2 --workers 2 --out DIR"):
         "needs the full QASPER dev file (GRACE_DATA_DIR) and hours of CPU; tests/evaluation runs the protocol on tests/fixtures/",
+    ("docs/evaluation.md", 'nice -n 10 grace eval qa --dataset qasper --data "$GRACE_DATA_DIR/qasper/qasper_dev.jsonl" --out DIR '
+                           "--lake EVAL_LAKE"):
+        "needs the full QASPER and QuALITY dev files (GRACE_DATA_DIR) and about an hour of CPU; tests/evaluation runs eval qa on "
+        "tests/fixtures/",
     ("docs/lake.md", "$ grace migrate --lake old-lake"):
         "a transcript that needs a lake written by an earlier GRACE; tests/storage/test_migrate_rebuild.py writes one and migrates it",
     ("docs/lake.md", 'duckdb /mnt/laptop/lake/catalog.duckdb "SELECT * FROM round_metrics"'):
