@@ -83,7 +83,7 @@ def test_a_failed_round_is_one_line_on_the_terminal(prefect_server, tmp_path: Pa
     lake = str(tmp_path / "lake")
     assert grace("ingest", str(SAMPLE), "--lake", lake).returncode == 0
     failed = grace("round", "--lake", lake, env={"PREFECT_API_URL": PREFECT_API_URL.value(), "GRACE_BACKEND": "litellm",
-                                                 "OPENAI_API_KEY": "sk-none",
+                                                 "GRACE_MAX_RETRIES": "0", "OPENAI_API_KEY": "sk-none",
                                                  "OPENAI_API_BASE": "http://127.0.0.1:9/v1"})
     assert failed.returncode == 2
     assert len(failed.stderr.splitlines()) == 1 and failed.stderr.startswith("grace: error: round 1: build: "), failed.stderr
