@@ -3,7 +3,8 @@ figures per round for each review budget swept, and the smallest budget at which
 shrinks from round to round as in the paper.
 
 For each budget B (cost units per paper and round) and protocol round r ≥ 1 the curve keeps KF,
-PCR, yield, cascade, the claims deferred and the **review seconds** they would take people:
+PCR, yield, cascade, the Boundary candidates and those the rule (1 − σ)·Pri > Cost blocked (no
+budget defers them), the claims deferred and the **review seconds** they would take people:
 ``deferred × s̄``, s̄ = ``GRACE_REVIEW_SECONDS`` (30 s, the product's expected seconds per claim
 before any timed verdict; the evaluation's own reviewer, the verifier, takes none).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-CURVE_KEYS = ("kf", "pcr", "yield", "cascade", "deferred", "review_seconds")
+CURVE_KEYS = ("kf", "pcr", "yield", "cascade", "candidates", "blocked_by_cost", "deferred", "review_seconds")
 
 
 def parse_budgets(text: str) -> list[float]:
@@ -50,7 +51,7 @@ def budget_curve(runs: Mapping[float, dict], review_seconds: float) -> dict:
     for budget in sorted(runs):
         metrics = runs[budget]
         rows = [
-            {"round": r["round"], "consolidation": r["consolidation"], **{k: r[k] for k in CURVE_KEYS if k != "review_seconds"},
+            {"round": r["round"], "consolidation": r["consolidation"], **{k: r.get(k) for k in CURVE_KEYS if k != "review_seconds"},
              "review_seconds": r["deferred"] * review_seconds}
             for r in metrics["rounds"] if r["round"] >= 1
         ]
@@ -68,14 +69,15 @@ def render_curve_markdown(curve: dict, *, data: str, settings: Mapping[str, obje
     lines = [
         "# Budget curve — QASPER expansion", "",
         f"Data: `{data}` · " + ", ".join(f"{k} = {v}" for k, v in settings.items()), "",
-        "| budget | round | KF | PCR | yield | cascade | deferred | review seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| budget | round | KF | PCR | yield | cascade | candidates | blocked by cost | deferred | review seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b in curve["budgets"]:
         for r in b["rows"]:
             label = f"{r['round']}{' (consolidation)' if r['consolidation'] else ''}"
             lines.append(f"| {fig(b['budget'], 'g')} | {label} | {fig(r['kf'], '.2f')} | {fig(r['pcr'], '.3f')} | "
-                         f"{fig(r['yield'], '.3f')} | {fig(r['cascade'], '.2f')} | {r['deferred']} | {fig(r['review_seconds'], ',.0f')} |")
+                         f"{fig(r['yield'], '.3f')} | {fig(r['cascade'], '.2f')} | {fig(r['candidates'], 'd')} | {fig(r['blocked_by_cost'], 'd')} | "
+                         f"{r['deferred']} | {fig(r['review_seconds'], ',.0f')} |")
     shrinking = curve["shrinking_budget"]
     lines += [
         "",

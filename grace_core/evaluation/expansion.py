@@ -73,7 +73,8 @@ from grace_core.models.offline_responder import OfflineResponder
 from grace_core.models.roles import AnswerRequest
 from grace_core.params import ScoringParams
 from grace_core.review import verify_claims
-from grace_core.round import RoundState, Settlement, cascaded, defer, settle
+from grace_core.round import RoundState, Settlement, cascaded, deferral, settle
+from grace_core.selection import CostReport
 from grace_core.status import GROUNDED, STATUSES
 
 TRUTH_LABELS = ("true", "hallucinated")
@@ -194,6 +195,7 @@ class PlayedRound:
     opening: pl.DataFrame
     closing: Settlement
     deferred: pl.DataFrame
+    cost: CostReport | None = None  # what the rule (1 − σ)·Pri > Cost and the budget did to the candidates
 
 
 def play_round(graph: PaperGraph, split: PaperSplit, roles: ModelRoles, params: ScoringParams, *, budget: float,
@@ -209,8 +211,9 @@ def play_round(graph: PaperGraph, split: PaperSplit, roles: ModelRoles, params: 
     if not review:
         return PlayedRound(opening.scores, opening, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8, "decision": pl.Utf8}))
     state = graph.state()
-    chosen = defer(opening.scores, opening.decisions, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}),
-                   state, roles, params, budget=budget, review_seconds=0.0)
+    selection = deferral(opening.scores, opening.decisions, pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}),
+                         state, roles, params, budget=budget, review_seconds=0.0)
+    chosen = selection.chosen
     document = pl.DataFrame({"doc_id": [split.doc_id], "text": [split.full_text]})
     verdicts = verify_claims(chosen.select("doc_id", "claim_id", "text"), document, roles)
     graph.votes = pl.concat([graph.votes, verdicts.select(
@@ -219,7 +222,7 @@ def play_round(graph: PaperGraph, split: PaperSplit, roles: ModelRoles, params: 
     graph.absorb(closing)
     deferred = chosen.select("doc_id", "claim_id").join(closing.decisions.select("doc_id", "claim_id", "decision"),
                                                          on=["doc_id", "claim_id"], how="left")
-    return PlayedRound(opening.scores, closing, deferred)
+    return PlayedRound(opening.scores, closing, deferred, selection.report)
 
 
 def hallucinated_claims(corruptions: pl.DataFrame, roles: ModelRoles) -> pl.DataFrame:
@@ -256,6 +259,7 @@ class PaperRun:
     cascaded: list[pl.DataFrame] = field(default_factory=list)  # doc_id, claim_id turned Grounded unreviewed
     answers: list[list[dict]] = field(default_factory=list)
     contexts: list[str] = field(default_factory=list)  # the Grounded claims QA read at the end of each round
+    costs: list[CostReport | None] = field(default_factory=list)  # each round's selection (None: round 0, no review)
     baselines: dict[str, list[dict]] = field(default_factory=dict)
     first_round: pl.DataFrame | None = None  # doc_id, claim_id, round a response claim was first seen
     truth: pl.DataFrame | None = None  # doc_id, claim_id, is_true for response claims
@@ -305,6 +309,7 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
     scores = _with_origin(played.closing.scores, graph)
     run.scores.append(scores)
     run.decisions.append(played.deferred)
+    run.costs.append(played.cost)
     run.cascaded.append(pl.DataFrame(schema={"doc_id": pl.Utf8, "claim_id": pl.Utf8}))
     run.contexts.append(grounded_context(graph, scores))
     run.answers.append(answer_round(split, questions, run.contexts[-1], roles))
@@ -318,6 +323,7 @@ def run_paper(batch: DocumentBatch, doc_id: str, roles: ModelRoles, params: Scor
         scores = _with_origin(played.closing.scores, graph)
         run.scores.append(scores)
         run.decisions.append(played.deferred)
+        run.costs.append(played.cost)
         run.cascaded.append(cascaded(played.opening, scores, played.closing.decisions))
         run.contexts.append(grounded_context(graph, scores))
         run.answers.append(answer_round(split, questions, run.contexts[-1], roles))
@@ -393,6 +399,7 @@ def summarise(runs: list[PaperRun], rounds: int, consolidation_rounds: int = 0) 
             "grounding_precision_ood": grounding_precision(ood_now, truth) if truth is not None and k else None,
             "claims": m["claims"], "grounded": m["grounded"], "boundary": m["boundary"], "refuted": m["refuted"],
             "deferred": m["deferred"], "confirmed": m["confirmed"], "rejected": m["rejected"],
+            **selection_figures([r.costs[k] for r in runs]),
         })
     final = pl.concat([r.scores[-1] for r in runs]).filter(pl.col("from_response")).select("doc_id", "claim_id", "status")
     verdicts = pl.concat([r.final_verdicts for r in runs if r.final_verdicts is not None])
@@ -407,6 +414,17 @@ def summarise(runs: list[PaperRun], rounds: int, consolidation_rounds: int = 0) 
         "all_response_claims": _final_figures(final, verdicts, truth),
         "spend_cap_reached": any(r.spend_cap_reached for r in runs),
     }
+
+
+def selection_figures(costs: list[CostReport | None]) -> dict:
+    """One round's selection over the papers: ``candidates`` (Boundary claims not decided and not
+    waiting), ``blocked_by_cost`` (failing (1 − σ)·Pri > Cost, whatever the budget) and
+    ``over_budget`` (meeting the rule, left out by the budget); None in round 0 (no review)."""
+    known = [c for c in costs if c is not None]
+    if not known:
+        return {"candidates": None, "blocked_by_cost": None, "over_budget": None}
+    return {"candidates": sum(c.candidates for c in known), "blocked_by_cost": sum(c.blocked_by_cost for c in known),
+            "over_budget": sum(c.over_budget for c in known)}
 
 
 def expansion_papers(batch: DocumentBatch) -> list[str]:

@@ -22,6 +22,11 @@ def number(v: float | None, digits: int = 2) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+def count(v: int | None) -> str:
+    """A count; an em dash for None (round 0 has no selection)."""
+    return "—" if v is None else str(v)
+
+
 def _matrix(title: str, matrix: dict[str, dict[str, int]], columns: tuple[str, ...]) -> list[str]:
     lines = [f"### {title}", "", "| status | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     lines += [f"| {s} | " + " | ".join(str(matrix[s][c]) for c in columns) + " |" for s in STATUSES]
@@ -38,12 +43,13 @@ def render_markdown(metrics: dict, *, data: str, backend: str, settings: dict, s
         "",
         "Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()),
         "",
-        "| round | QA accuracy | answerability | PCR | KF | deferred | yield | cascade | grounding precision | OOD grounding precision |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| round | QA accuracy | answerability | PCR | KF | candidates | blocked by cost | deferred | yield | cascade | grounding precision | OOD grounding precision |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in metrics["rounds"]:
         lines.append(
             f"| {r['round']} | {pct(r['qa_accuracy'])} | {pct(r['answerability'])} | {pct(r['pcr'])} | {number(r['kf'])} | "
+            f"{count(r.get('candidates'))} | {count(r.get('blocked_by_cost'))} | "
             f"{r['deferred']} | {pct(r['yield'])} | {number(r['cascade'])} | {pct(r['grounding_precision'])} | "
             f"{pct(r['grounding_precision_ood'])} |"
         )
@@ -54,7 +60,8 @@ def render_markdown(metrics: dict, *, data: str, backend: str, settings: dict, s
         "",
         "QA accuracy: Answer-F1 ≥ 0.5 with the round's Grounded claims as the sole context. PCR: grounded response "
         "claims / response claims. KF: Boundary claims per paper. Yield: confirmed / deferred in the round. Cascade: "
-        "claims per paper that turned Grounded without review. Grounding precision: true / Grounded response claims, "
+        "claims per paper that turned Grounded without review. Candidates: Boundary claims open for review; blocked by cost: "
+        "those failing (1 − σ)·Pri > Cost, which no budget defers. Grounding precision: true / Grounded response claims, "
         "against the responder's recorded hallucinations; OOD: response claims first seen in round 1 or later "
         "(answered from held-out sections).",
         "",

@@ -68,7 +68,8 @@ def test_a_budget_sweep_on_one_half_writes_a_report_per_budget_and_the_curve(qas
     assert all(r["deferred"] == 0 and r["review_seconds"] == 0 for r in free["rows"])  # budget 0 reviews nothing
     assert sum(r["deferred"] for r in generous["rows"]) > 0
     assert (out / "budget_curve.png").read_bytes()[:4] == b"\x89PNG"
-    assert "| budget | round | KF | PCR | yield | cascade | deferred | review seconds |" in (out / "budget_curve.md").read_text()
+    assert "| budget | round | KF | PCR | yield | cascade | candidates | blocked by cost | deferred | review seconds |" in (out / "budget_curve.md").read_text()
+    assert all(r["candidates"] >= r["blocked_by_cost"] + r["deferred"] for b in curve["budgets"] for r in b["rows"])
     ids = [json.loads(line)["id"] for line in qasper_sample.read_text().splitlines()[:4]]
     expected = sum(1 for d in ids if paper_half(d) == "reporting")
     assert free["n_papers"] == generous["n_papers"] == expected > 0
