@@ -10,8 +10,8 @@ from flows.cli import main
 
 
 def run_grace(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    """Run ``grace ARGS``; returns (exit code, stdout, stderr). An exception escaping ``main``
-    (a traceback) fails the calling test."""
+    """Run ``grace ARGS``; returns (exit code, stdout, stderr). A bug in the command is exit code
+    70 with one ``internal error`` line naming the file that holds its traceback (``main``)."""
     monkeypatch.setattr(sys, "argv", ["grace", *args])
     code = 0
     try:

@@ -48,3 +48,26 @@ def test_every_help_text_is_clean_paragraphs_that_wrap_to_the_terminal() -> None
     narrow = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"}).stdout
     assert max(len(line) for line in wide.splitlines()) > 100, "the command list uses a wide terminal's width"
     assert max(len(line) for line in narrow.splitlines()) <= 80
+
+
+def test_a_bug_is_one_line_with_the_traceback_in_a_file(tmp_path, monkeypatch, capsys) -> None:
+    """An unexpected error (a bug, not a GraceError) reaches the terminal as one line naming it
+    and the file holding its traceback, with exit status 70; never as a traceback."""
+    import tempfile
+
+    import flows.cli.lake as lake_commands
+    from tests.grace_cli import run_grace
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(lake_commands, "check_lake", broken)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the temporary folder, as TMPDIR sets it
+    (tmp_path / "lake").mkdir()
+    assert run_grace(monkeypatch, capsys, "ingest", str(REPO / "flows" / "samples" / "qasper_demo.jsonl"),
+                     "--lake", str(tmp_path / "lake"))[0] == 0
+    code, out, err = run_grace(monkeypatch, capsys, "check", "--lake", str(tmp_path / "lake"))
+    assert code == 70 and out == ""
+    assert err.count("\n") == 1 and err.startswith("grace: error: internal error (RuntimeError: boom second line); this is a bug")
+    written = err.strip().rsplit(" ", 1)[1]
+    assert written.startswith(str(tmp_path)) and "Traceback" in open(written).read() and "Traceback" not in err

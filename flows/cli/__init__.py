@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import inspect
 import re
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -107,4 +108,23 @@ def main() -> None:
         from flows.settings import validation_message
 
         code = _error(validation_message(exc))
+    except Exception as exc:  # a bug: one line on the terminal, the traceback in a file for the report
+        code = _error(f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); this is a bug in grace, "
+                      f"its traceback is in {_traceback_file(exc)}", INTERNAL_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+INTERNAL_ERROR = 70
+"""Exit status of an unexpected error (a bug), EX_SOFTWARE of sysexits.h."""
+
+
+def _traceback_file(exc: BaseException) -> str:
+    """Write ``exc``'s traceback to a new file in the temporary folder; its path."""
+    import tempfile
+    import traceback
+
+    fd, path = tempfile.mkstemp(prefix="grace-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(f"grace {' '.join(sys.argv[1:])}\n\n")
+        fh.write("".join(traceback.format_exception(exc)))
+    return path
