@@ -54,6 +54,8 @@ def one_row(spec_name: str) -> pa.Table:
             v = True
         elif pa.types.is_timestamp(t):
             v = T0
+        elif pa.types.is_list(t) and pa.types.is_floating(t.value_type):
+            v = [0.6, 0.8]  # a vector (embeddings)
         else:
             v = ["a", "b"]
         values.append(pa.array([v], t))
