@@ -27,7 +27,7 @@ class ScoringParams(BaseModel):
     w_agree: float = Field(2.0, le=MAX_WEIGHT, description="Weight of a response → claim edge when a prior entails the claim.")
     w_neutral: float = Field(1.0, le=MAX_WEIGHT, description="Weight of any other response → claim edge.")
     w_contra: float = Field(0.25, le=MAX_WEIGHT, description="Weight of a response edge to a contradicted or rejected claim.")
-    delta_refute: float = Field(0.5, ge=0, le=MAX_WEIGHT, description="Refute a claim with no anchor/agree edge below this share of the document's median closeness.")
+    delta_refute: float = Field(0.3, ge=0, le=MAX_WEIGHT, description="Refute a claim with no anchor/agree edge below this share of the document's median closeness.")
     lambda_c: float = Field(0.5, ge=0, le=MAX_WEIGHT, description="Priority weight of boundary betweenness.")
     lambda_n: float = Field(0.5, ge=0, le=MAX_WEIGHT, description="Priority weight of novelty.")
     lambda_r: float = Field(1.0, ge=0, le=MAX_WEIGHT, description="Selection weight of cascade reach: the Boundary claims a confirmation would ground (grace_core/reach.py).")

@@ -75,7 +75,7 @@ def score(
     lambda_n: Optional[float] = typer.Option(None, help="Priority weight of novelty (default 0.5)."),
     k: Optional[float] = typer.Option(None, help="Confidence sigmoid steepness (default 10)."),
     delta: Optional[float] = typer.Option(None, help="Confidence sigmoid midpoint (default 0.5)."),
-    delta_refute: Optional[float] = typer.Option(None, help="Refute below this share of the document's median closeness (default 0.5)."),
+    delta_refute: Optional[float] = typer.Option(None, help="Refute below this share of the document's median closeness (default 0.3)."),
 ) -> None:
     """Score an edge table: closeness, status, betweenness, novelty, priority and confidence per claim."""
     settings = build_settings(
