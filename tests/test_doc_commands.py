@@ -95,6 +95,10 @@ NOT_RUNNABLE: dict[tuple[str, str], str] = {
     ("docs/evaluation.md", 'grace eval expansion --data "$GRACE_DATA_DIR/qasper/qasper_dev.jsonl" --rounds 3 '
                            "--consolidation-rounds 2 --workers 2 --out DIR"):
         "needs the full QASPER dev file (GRACE_DATA_DIR) and hours of CPU; tests/evaluation runs the protocol on tests/fixtures/",
+    ("docs/evaluation.md", 'grace eval expansion --data "$GRACE_DATA_DIR/qasper/qasper_dev.jsonl" --half tuning --budget 3 --rounds 3 '
+                           "--workers 2 --out DIR"):
+        "needs the full QASPER dev file (GRACE_DATA_DIR) and minutes of CPU per half; tests/evaluation/test_budget_curve.py runs "
+        "--half and a --budget sweep on tests/fixtures/",
     ("docs/evaluation.md", 'nice -n 10 grace eval qa --dataset qasper --data "$GRACE_DATA_DIR/qasper/qasper_dev.jsonl" --out DIR '
                            "--lake EVAL_LAKE"):
         "needs the full QASPER and QuALITY dev files (GRACE_DATA_DIR) and about an hour of CPU; tests/evaluation runs eval qa on "
