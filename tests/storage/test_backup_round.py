@@ -50,6 +50,8 @@ def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(tmp
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     backups = []
     try:
+        while running.poll() is None and not round_keys(lake, 3):  # its temporary server starts: nothing to back up yet
+            time.sleep(0.1)
         while running.poll() is None and len(backups) < 40:
             dest = tmp_path / f"backup-{len(backups)}"
             backup_lake(lake, open_location(config, str(dest)))
