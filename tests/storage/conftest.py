@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -14,6 +15,7 @@ from typing import Iterator
 import boto3
 import pytest
 
+from storage.backup import backup_lake, open_location
 from storage.config import LakeConfig
 from storage.lake import Lake
 
@@ -85,3 +87,21 @@ def lake_config(request: pytest.FixtureRequest) -> LakeConfig:
 @pytest.fixture
 def lake(lake_config: LakeConfig) -> Lake:
     return Lake.open(lake_config)
+
+
+def back_up_while(process: subprocess.Popen, lake: Lake, folder: Path, *, limit: int, pause: float) -> tuple[list[Path], str]:
+    """Back ``lake`` up to ``folder``/backup-N every ``pause`` seconds while ``process`` runs (at
+    most ``limit`` backups), then wait for it (killed if the wait fails); returns the backups and
+    its stderr."""
+    backups: list[Path] = []
+    try:
+        while process.poll() is None and len(backups) < limit:
+            dest = folder / f"backup-{len(backups)}"
+            backup_lake(lake, open_location(lake.config, str(dest)))
+            backups.append(dest)
+            time.sleep(pause)
+        _, err = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return backups, err

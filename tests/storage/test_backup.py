@@ -8,7 +8,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from storage.config import LakeConfig
 from storage.lake import Lake
 from storage.maintenance import maintain
 from tests.grace_cli import run_grace
-from tests.storage.conftest import make_bucket
+from tests.storage.conftest import back_up_while, make_bucket
 from tests.storage.sample_rows import claims, edges
 from tests.storage.test_catalog import two_rounds  # noqa: F401 (the fixture: a lake of two rounds)
 
@@ -98,18 +97,7 @@ def test_backups_taken_while_a_writer_process_commits_are_consistent(tmp_path: P
     units = 10
     writer = subprocess.Popen([*WRITER, "units", config.model_dump_json(), "w", str(units)], cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lake = Lake.open(config)
-    backups = []
-    try:
-        while writer.poll() is None and len(backups) < 8:
-            dest = tmp_path / f"bk{len(backups)}"
-            backup_lake(lake, open_location(config, str(dest)))
-            backups.append(dest)
-            time.sleep(0.3)
-        out, err = writer.communicate(timeout=300)
-    finally:
-        if writer.poll() is None:
-            writer.kill()
+    backups, err = back_up_while(writer, Lake.open(config), tmp_path, limit=8, pause=0.3)
     assert writer.returncode == 0, err
     seen = []
     for i, dest in enumerate(backups):

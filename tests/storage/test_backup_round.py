@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from storage.backup import backup_lake, open_location, restore_lake
+from storage.backup import open_location, restore_lake
 from storage.check import check_lake
 from storage.config import LakeConfig
 from storage.lake import Lake
+from tests.storage.conftest import back_up_while
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -48,19 +49,9 @@ def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(tmp
     assert not before
     running = subprocess.Popen([GRACE, "round", "--lake", str(source), "--round", "3"], env=environment(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    backups = []
-    try:
-        while running.poll() is None and not round_keys(lake, 3):  # its temporary server starts: nothing to back up yet
-            time.sleep(0.1)
-        while running.poll() is None and len(backups) < 40:
-            dest = tmp_path / f"backup-{len(backups)}"
-            backup_lake(lake, open_location(config, str(dest)))
-            backups.append(dest)
-            time.sleep(0.2)
-        _, err = running.communicate(timeout=600)
-    finally:
-        if running.poll() is None:
-            running.kill()
+    while running.poll() is None and not round_keys(lake, 3):  # its temporary server starts: nothing to back up yet
+        time.sleep(0.1)
+    backups, err = back_up_while(running, lake, tmp_path, limit=40, pause=0.2)
     assert running.returncode == 0, err
     finished = round_keys(lake, 3)
     assert finished
