@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -33,6 +32,7 @@ from grace_core.report_figures import (
     waiting_claims,
 )
 from grace_core.round import claim_texts
+from grace_core.selection import CostReport
 from grace_core.status import STATUSES
 from storage.lake import Lake
 
@@ -85,10 +85,9 @@ def dispatch_spending(lake: Lake) -> pl.DataFrame:
     stages = lake.read("rounds", columns=["round", "stage", "finished_at", "detail_json"]).filter(pl.col("stage") == "dispatch")
     rows = []
     for r in stages.sort("round", "finished_at").unique("round", keep="last").iter_rows(named=True):
-        cost = json.loads(r["detail_json"] or "{}").get("cost") if (r["detail_json"] or "").startswith("{") else None
-        if isinstance(cost, dict):
-            rows.append({"round": r["round"], **{k: cost.get(k) for k in ("budget", "spent", "candidates", "deferred", "blocked_by_cost",
-                                                                           "over_budget")}})
+        cost = CostReport.recorded(r["detail_json"])
+        if cost is not None:
+            rows.append({"round": r["round"], **{k: v for k, v in cost.as_dict().items() if not k.startswith("shortfall")}})
     return pl.DataFrame(rows, schema={"round": pl.Int64, "budget": pl.Float64, "spent": pl.Float64, "candidates": pl.Int64,
                                       "deferred": pl.Int64, "blocked_by_cost": pl.Int64, "over_budget": pl.Int64})
 

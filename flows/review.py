@@ -133,8 +133,7 @@ def dispatch_report(lake: Lake, round_id: int) -> CostReport | None:
     rows = lake.read("rounds", rounds=[round_id], columns=["stage", "finished_at", "detail_json"]).filter(pl.col("stage") == "dispatch")
     if rows.height == 0:
         return None
-    recorded = json.loads(rows.sort("finished_at")["detail_json"][-1] or "{}").get("cost")
-    return CostReport(**recorded) if recorded else None
+    return CostReport.recorded(rows.sort("finished_at")["detail_json"][-1])
 
 
 def cost_line(report: CostReport | None) -> str:

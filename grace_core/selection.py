@@ -3,6 +3,8 @@ greedy selection and what the rule and the budget left out."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -103,6 +105,14 @@ class CostReport:
     def as_dict(self) -> dict:
         """The report as plain values (a JSON object)."""
         return asdict(self)
+
+    @classmethod
+    def recorded(cls, detail_json: str | None) -> CostReport | None:
+        """The report a dispatch recorded in its ``rounds`` row (``detail_json``'s ``cost``, as
+        :meth:`as_dict` wrote it); None for a row that recorded none."""
+        detail = json.loads(detail_json or "{}")
+        found = detail.get("cost") if isinstance(detail, dict) else None
+        return cls(**found) if found else None
 
 
 def cost_report(candidates: pl.DataFrame, chosen: pl.DataFrame, budget: float) -> CostReport:
