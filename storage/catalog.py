@@ -269,7 +269,9 @@ def _definitions(con: duckdb.DuckDBPyConnection) -> bytes:
     parts = [f"{kind} {name} {sql}" for kind, name, sql in objects]
     for kind, name, _ in objects:
         if kind == "table":
-            count, total = con.execute(f'SELECT count(*), coalesce(sum(hash(t)), 0) FROM "{name}" t').fetchone()
+            # fetchall, not fetchone: DuckDB 2 keeps a result open until a fetch returns no rows,
+            # and register() on a connection with an open result fails (the build that follows)
+            ((count, total),) = con.execute(f'SELECT count(*), coalesce(sum(hash(t)), 0) FROM "{name}" t').fetchall()
             parts.append(f"rows {name} {count} {total}")
     return "\n".join(parts).encode("utf-8")
 

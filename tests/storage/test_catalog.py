@@ -156,6 +156,17 @@ def test_a_commit_updates_only_the_views_of_the_tables_it_changed_and_the_catalo
     assert catalog_contents(lake.store.catalog_path)["counts"]["claims"] == 11
 
 
+def test_a_build_of_the_state_the_catalog_already_shows_succeeds_and_changes_nothing(local_config: LakeConfig) -> None:
+    """Two writers that commit at once can both find the catalog behind and build it: the second
+    copies the first's catalog, which already shows the state (no view to write again)."""
+    lake = Lake.open(local_config)
+    lake.commit("a", {"claims": claims(1, 5, 1), "scores": one_row("scores")})
+    before = catalog_contents(lake.store.catalog_path)
+    assert build_catalog(lake.store, lake.state()) == lake.store.catalog_path
+    assert catalog_contents(lake.store.catalog_path) == before
+    assert catalog_is_current(lake.store, lake.state())
+
+
 def test_a_catalog_built_by_other_code_is_rebuilt_whole(local_config: LakeConfig) -> None:
     lake = Lake.open(local_config)
     lake.commit("a", {"claims": claims(1, 5, 1)})
