@@ -18,7 +18,7 @@ from datetime import datetime
 
 import polars as pl
 
-from grace_core.assignment import VERIFIER
+from grace_core.settings_groups import VERIFIER
 from grace_core.errors import ReviewerRegistryRefused, UnprovenReviewer
 from grace_core.identifiers import check_id
 from grace_core.limits import InputLimits

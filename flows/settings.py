@@ -13,14 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from deployments.config import RunnerConfig, ScheduleConfig
-from grace_core.assignment import ReviewConfig
-from grace_core.adjudication import AdjudicationConfig
-from grace_core.audit import MAX_BUDGET, AuditConfig
-from grace_core.queries import QueryConfig
 from grace_core.errors import InvalidSettings
 from grace_core.limits import InputLimits
 from grace_core.models.config import ModelConfig
 from grace_core.params import ScoringParams
+from grace_core.settings_groups import MAX_BUDGET, AdjudicationConfig, AuditConfig, QueryConfig, ReviewConfig
 from storage.config import LakeConfig
 
 

@@ -23,7 +23,8 @@ import polars as pl
 import pyarrow.dataset as ds
 
 from flows.reviewers import verify_verdict_file
-from grace_core.assignment import VERIFIER, open_assignments
+from grace_core.assignment import open_assignments
+from grace_core.settings_groups import VERIFIER
 from grace_core.errors import LakeError, UnprovenReviewer
 from grace_core.limits import InputLimits
 from grace_core.models.factory import ModelRoles

@@ -6,21 +6,13 @@ Without an adjudicator a split claim returns to the pool like any abstention."""
 from __future__ import annotations
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
 
 from grace_core.errors import InvalidSettings
 
 KEYS = ["doc_id", "claim_id"]
 
 
-class AdjudicationConfig(BaseModel):
-    """Who breaks split votes (env: ``GRACE_ADJUDICATOR``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
-
-    adjudicator: str | None = Field(
-        None, description="Who breaks split votes: a reviewer of GRACE_REVIEWERS, or 'verifier'; unset: a split claim returns to the pool."
-    )
 
 
 def check_adjudicator(adjudicator: str | None, pool: tuple[str, ...]) -> None:

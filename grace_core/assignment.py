@@ -14,56 +14,13 @@ from datetime import datetime
 from collections.abc import Sequence
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grace_core.errors import InvalidSettings
-from grace_core.identifiers import id_problem, shown
-
-VERIFIER = "verifier"
+from grace_core.settings_groups import VERIFIER
 
 
-class ReviewConfig(BaseModel):
-    """How deferred claims reach reviewers (env: ``GRACE_REVIEWERS``, ``GRACE_USE_VERIFIER``,
-    ``GRACE_OVERLAP``, ``GRACE_PACKET_SIZE``, ``GRACE_DEADLINE_HOURS``, ``GRACE_DEADLINE_ROUNDS``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
-    reviewers: tuple[str, ...] = Field(
-        (), description='Human reviewers who get review packets, e.g. GRACE_REVIEWERS=\'["alice", "bob"]\'; none by default.'
-    )
-    use_verifier: bool = Field(True, description="The verifier (litellm or offline) reviews as one more member of the pool.")
-    overlap: int = Field(1, ge=1, le=1000, description="Reviewers each deferred claim is assigned to (at most the pool size; at most 1,000).")
-    packet_size: int = Field(10, ge=1, le=1000, description="Claims per review packet in the Prefect UI (at most 1,000: one form).")
-    deadline_hours: float = Field(
-        72.0, gt=0, le=24 * 366,
-        description="Hours a human reviewer has to answer (at most a year); an unanswered claim then returns to the pool and "
-        "goes to another reviewer. With GRACE_DEADLINE_ROUNDS set too, whichever deadline comes first."
-    )
-    deadline_rounds: int | None = Field(
-        None, ge=1, le=10_000,
-        description="Rounds a reviewer has to answer: an assignment of round r is overdue from the dispatch of round r + N on, "
-        "its claim back in the pool for another reviewer (at most 10,000); none by default (hours only). With "
-        "GRACE_DEADLINE_HOURS, whichever deadline comes first."
-    )
-    weigh_by_reliability: bool = Field(
-        False, description="Decide each claim by a majority weighted by its reviewers' estimated reliability (Dawid–Skene over every "
-        "vote of the lake, grace_core/reliability.py) instead of one vote each.")
-
-    @model_validator(mode="after")
-    def _names_valid(self) -> ReviewConfig:
-        for name in self.reviewers:
-            if problem := id_problem(name):
-                raise InvalidSettings(f"reviewer name {shown(name)}: {problem} (GRACE_REVIEWERS)")
-        if VERIFIER in self.reviewers:
-            raise InvalidSettings(f"{VERIFIER!r} names the automatic reviewer: set use_verifier instead of listing it in reviewers")
-        if len(set(self.reviewers)) != len(self.reviewers):
-            raise InvalidSettings(f"reviewers are listed twice: {', '.join(sorted({r for r in self.reviewers if self.reviewers.count(r) > 1}))}")
-        return self
-
-    @property
-    def pool(self) -> tuple[str, ...]:
-        """Every reviewer that gets assignments: the humans, then the verifier when used."""
-        return self.reviewers + ((VERIFIER,) if self.use_verifier else ())
 
 
 def _require(pool: Sequence[str]) -> None:

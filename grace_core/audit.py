@@ -24,45 +24,19 @@ import hashlib
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
 
 from grace_core.models.factory import ModelRoles
 from grace_core.params import ScoringParams
 from grace_core.review import candidate_costs
 from grace_core.round import DocumentTexts
+from grace_core.settings_groups import AuditConfig
 from grace_core.status import GROUNDED, REFUTED
 
 AUDITED_STATUSES = (GROUNDED, REFUTED)
 KEYS = ["doc_id", "claim_id"]
 
 
-MAX_AUDITS = 1_000_000
-"""Claims audited per round, at most: each is a review assignment, and a round's sample is held in memory."""
-MAX_BUDGET = 1e9
-"""A review budget, at most: more than any pool reviews in a round, and cost sums stay far from float overflow."""
 
-
-class AuditConfig(BaseModel):
-    """Audits of Grounded and Refuted claims (env: ``GRACE_AUDIT_GROUNDED``,
-    ``GRACE_AUDIT_REFUTED``, ``GRACE_AUDIT_BUDGET``)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
-
-    audit_grounded: int = Field(0, ge=0, le=MAX_AUDITS, description="Grounded claims audited per round: a random sample stratified by "
-                                "document; 0: none (at most 1,000,000).")
-    audit_refuted: int = Field(0, ge=0, le=MAX_AUDITS, description="Refuted claims audited per round (same sampling); 0: none "
-                               "(at most 1,000,000).")
-    audit_budget: float = Field(1.0, ge=0, le=MAX_BUDGET, description="Review budget per round for audits, in cost units, apart "
-                                "from GRACE_BUDGET (at most 1e9).")
-
-    def audit_size(self, status: str) -> int:
-        """Claims of ``status`` to audit per round."""
-        return {GROUNDED: self.audit_grounded, REFUTED: self.audit_refuted}[status]
-
-    @property
-    def audited_statuses(self) -> tuple[str, ...]:
-        """The statuses with claims to audit each round (none by default)."""
-        return tuple(s for s in AUDITED_STATUSES if self.audit_size(s) > 0)
 
 
 def _key(*parts: object) -> int:

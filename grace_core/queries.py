@@ -28,7 +28,6 @@ question for its document in the next round.
 from __future__ import annotations
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
 
 from grace_core.ask import AskResult
 from grace_core.build import decompose_sources_with_failures, judge_pairs_with_failures
@@ -42,16 +41,7 @@ QUERY_PREFIX = "q:"
 ORIGINS = ("ask", "recheck")
 
 
-class QueryConfig(BaseModel):
-    """When a ``grace ask`` answer counts as unanswered (env: ``GRACE_ASK_MIN_SCORE``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
-
-    ask_min_score: float = Field(
-        0.0, ge=0, le=1, description="A grace ask answer counts as unanswered when no passage of its context has this cosine to the "
-        "question (or the answerer abstained); its question becomes a responder question for its document in the next round. "
-        "0: only abstentions (the offline answerer abstains below GRACE_ANSWER_MIN_SCORE).",
-    )
 
 
 def query_id(question: str, doc_id: str) -> str:

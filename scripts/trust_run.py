@@ -27,8 +27,9 @@ from pathlib import Path
 
 import polars as pl
 
-from grace_core.assignment import VERIFIER
-from grace_core.audit import AuditConfig, audit_claims
+from grace_core.settings_groups import VERIFIER
+from grace_core.audit import audit_claims
+from grace_core.settings_groups import AuditConfig
 from grace_core.build import build_documents, sample_responses
 from grace_core.decisions import decide
 from grace_core.documents import parse_batch

@@ -41,19 +41,18 @@ from users run through :mod:`storage.readonly_sql`, never on a connection of thi
 The catalog is GRACE's own derived artifact, so it is **sealed**: every build records an
 HMAC-SHA256 (RFC 2104) of what it serves (each view's and table's SQL as DuckDB holds it, each
 table's row count and row-hash sum, and the lake state it shows) under a secret kept beside it
-(:data:`SEAL_KEY_FILE`, mode 600, outside the table folders the SQL sandbox may read). A catalog
-whose seal does not verify, e.g. one where a plain ``duckdb`` session redefined a view, or one
-copied from another lake or built by code without seals, is never served nor updated in place:
-the next query rebuilds it whole.
+(:data:`~storage.catalog_seal.SEAL_KEY_FILE`, mode 600, outside the table folders the SQL sandbox
+may read; :mod:`storage.catalog_seal`). A catalog whose seal does not verify, e.g. one where a
+plain ``duckdb`` session redefined a view, or one copied from another lake or built by code
+without seals, is never served nor updated in place: the next query rebuilds it whole. The state
+it shows includes a listing of the lake's Delta logs, so that ``grace sql`` can tell the catalog
+is current without reading a table (:func:`storage.catalog_seal.current_catalog`).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import hmac
 import json
-import secrets
 import os
 import shutil
 import tempfile
@@ -62,27 +61,23 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from stat import S_ISREG
 
 import duckdb
 import pyarrow as pa
 
 from grace_core.errors import LakeError
 from storage.delta_tables import TABLES_DIR, LakeState, TableState
+from storage.catalog_seal import (
+    PRIVATE_COLUMNS, STATE_COLUMNS, STATE_TABLE, code_id, definitions, remember_shown, seal, seal_key, sealed, shown_state,
+    stat_identity,
+)
 from storage.filesystem import CATALOG_FILE, Store
 from storage.schemas import ROUND, TABLES, TableSpec
 from storage.views import DERIVED_VIEWS
 
-STATE_TABLE = "_grace_catalog"
 FILES_TABLE = "lake_files"
-SEAL_KEY_FILE = ".catalog-seal.key"
 PRIVATE_CATALOG_FILE = "lake-catalog.duckdb"  # not catalog.duckdb: a session that opens it reads the lake it names (_located_sql)
 STALE_TEMP_SECONDS = 600  # a catalog build takes seconds; older temporary files are leftovers of killed builds
-PRIVATE_COLUMNS: dict[str, tuple[str, ...]] = {"reviewers": ("salt", "key_hash")}
-"""Columns no SQL user sees, by table: the ``reviewers`` table's salt and key hash, which are
-signing-equivalent (:mod:`grace_core.reviewer_keys`). Such a table is copied into the catalog
-without them, a table rather than a view over its files, so that the SQL sandbox can refuse every
-read of its files (:func:`storage.readonly_sql.table_folders`); it is a few rows."""
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -222,126 +217,14 @@ def remove_stale_temporaries(folder: Path, *, now: float | None = None) -> list[
     return removed
 
 
-def _identity(st: os.stat_result) -> tuple[int, ...]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _file_identity(path: Path) -> tuple[int, ...] | None:
-    """Device, inode, size and change times of the file at ``path`` (None: no such file). A
-    catalog is never rewritten in place, only replaced by a new file (:func:`build_catalog`),
-    so an equal identity means the same catalog."""
-    try:
-        st = path.stat()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return _identity(st) if S_ISREG(st.st_mode) else None
-
-
-def _seal_key(folder: Path) -> bytes:
-    """The secret that seals the catalogs of ``folder`` (:data:`SEAL_KEY_FILE` there, mode 600,
-    32 random bytes made by the first build; two builds making it at once keep the first)."""
-    path = folder / SEAL_KEY_FILE
-    for _ in range(50):
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                continue
-            with os.fdopen(fd, "wb") as out:
-                out.write(secrets.token_bytes(32))
-            continue
-        if len(data) == 32:
-            return data
-        time.sleep(0.01)  # being written by another build
-    raise LakeError(f"catalog seal key {path} is damaged (expected 32 bytes): remove it, the next query rebuilds the catalog")
-
-
-def _definitions(con: duckdb.DuckDBPyConnection) -> bytes:
-    """What a catalog serves, in a form that changes whenever any of it does: the SQL of every
-    view and table DuckDB holds (as DuckDB normalises it) and, per table, its row count and an
-    order-free sum of row hashes (``lake_files``, the private copies); the state row aside."""
-    objects = con.execute(
-        "SELECT 'view', view_name, sql FROM duckdb_views() WHERE NOT internal "
-        "UNION ALL SELECT 'table', table_name, sql FROM duckdb_tables() WHERE table_name <> ? ORDER BY 1, 2",
-        [STATE_TABLE]).fetchall()
-    parts = [f"{kind} {name} {sql}" for kind, name, sql in objects]
-    for kind, name, _ in objects:
-        if kind == "table":
-            # fetchall, not fetchone: DuckDB 2 keeps a result open until a fetch returns no rows,
-            # and register() on a connection with an open result fails (the build that follows)
-            ((count, total),) = con.execute(f'SELECT count(*), coalesce(sum(hash(t)), 0) FROM "{name}" t').fetchall()
-            parts.append(f"rows {name} {count} {total}")
-    return "\n".join(parts).encode("utf-8")
-
-
-def _seal(key: bytes, definitions: bytes, row: tuple) -> str:
-    """HMAC-SHA256 (RFC 2104) under ``key`` of a catalog's :func:`_definitions` and its state ``row``."""
-    return hmac.new(key, json.dumps([list(map(str, row)), hashlib.sha256(definitions).hexdigest()]).encode(), "sha256").hexdigest()
-
-
-def _sealed(con: duckdb.DuckDBPyConnection, path: Path) -> tuple | None:
-    """The state row ``(lake, state_id, schema_versions, code, as_of_round, table_versions)`` of
-    the catalog open on ``con`` (at ``path``), if its seal verifies: it holds what a build of
-    GRACE put there. None when it does not (a view redefined in plain DuckDB, a catalog copied
-    from elsewhere or built by code without seals, no key beside it) or cannot be checked (a
-    reader who may not read the key): the caller rebuilds it, or builds its own, and never
-    serves it."""
-    try:
-        row = con.execute(f"SELECT lake, state_id, schema_versions, code, as_of_round, table_versions, seal FROM {STATE_TABLE}").fetchall()
-        if len(row) != 1 or not (path.parent / SEAL_KEY_FILE).is_file():
-            return None
-        *shown, seal = row[0]
-        expected = _seal(_seal_key(path.parent), _definitions(con), tuple(shown))
-    except (duckdb.Error, OSError):  # e.g. another user's key: this reader cannot verify, it builds its own
-        return None
-    return tuple(shown) if hmac.compare_digest(expected, seal or "") else None
-
-
-_SHOWN: dict[Path, tuple[tuple[int, ...], tuple | None]] = {}
-"""Catalog file → (its identity, the lake state it shows) for the catalogs this process built or
-read: a query of an unchanged catalog skips opening it to read its state row."""
-
-
-def _shown_state(path: Path) -> tuple | None:
-    """``(lake, state_id, schema_versions, code)`` of the catalog at ``path``; None when there is
-    none, it cannot be read or its seal does not verify (:func:`_sealed`)."""
-    identity = _file_identity(path)
-    if identity is None:
-        return None
-    known = _SHOWN.get(path)
-    if known is not None and known[0] == identity:
-        return known[1]
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-        try:
-            sealed = _sealed(con, path)
-        finally:
-            con.close()
-    except duckdb.Error:
-        sealed = None
-    row = None if sealed is None else sealed[:4]
-    _SHOWN[path] = (identity, row)
-    return row
-
-
-@functools.cache
-def _code_id() -> str:
-    """A digest of the modules that decide what a catalog holds (this one, the derived views' SQL,
-    the table schemas): a catalog built by other code is rebuilt whole, never updated."""
-    modules = [Path(__file__), Path(__file__).with_name("views.py"), Path(__file__).with_name("schemas.py")]
-    return hashlib.sha256(b"".join(m.read_bytes() for m in modules)).hexdigest()[:16]
-
-
 def _shown_versions(con: duckdb.DuckDBPyConnection, store: Store, path: Path) -> dict[str, int | None] | None:
     """The table versions the (current-state) catalog open on ``con`` (a copy of the one at
     ``path``) shows, when the catalog can be brought to another state of the same lake by
-    replacing the views of the tables that changed: its seal verifies (:func:`_sealed`) and it
+    replacing the views of the tables that changed: its seal verifies (:func:`~storage.catalog_seal.sealed`) and it
     was built from ``store`` by this code, with these schema versions, not as of a round. None
     otherwise."""
-    shown = _sealed(con, path)
-    if shown is None or (shown[0], shown[2], shown[3], shown[4]) != (store.uri, _versions_json(), _code_id(), None):
+    shown = sealed(con, path)
+    if shown is None or (shown[0], shown[2], shown[3], shown[4]) != (store.uri, _versions_json(), code_id(), None):
         return None
     return json.loads(shown[5])
 
@@ -360,11 +243,12 @@ def _file_listing(tables: Iterable[TableState]) -> pa.Table:
 
 
 def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeState, shown: dict[str, int | None] | None,
-                   key: bytes) -> None:
+                   key: bytes) -> tuple:
     """Make the catalog open on ``con`` show ``state``: every view and table created (``shown``
     None: an empty file; a table with :data:`PRIVATE_COLUMNS` is copied, not viewed), or only the
     views and ``lake_files`` rows of the tables whose version differs from ``shown`` replaced (the derived views name the table views, so DuckDB binds
-    them to the new ones at query time); then sealed with ``key`` (:func:`_seal`)."""
+    them to the new ones at query time); then sealed with ``key`` (:func:`~storage.catalog_seal.seal`). Returns
+    the state row it sealed (:data:`~storage.catalog_seal.STATE_COLUMNS`)."""
     changed = [spec for spec in TABLES.values() if shown is None or shown.get(spec.name) != state.versions.get(spec.name)]
     for spec in changed:
         kind = "TABLE" if spec.name in PRIVATE_COLUMNS else "VIEW"  # a copy: the sandbox cannot open its files
@@ -377,13 +261,15 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeStat
     kept = "" if shown is None else f"SELECT * FROM {FILES_TABLE} WHERE {others} UNION ALL "
     con.execute(f"CREATE OR REPLACE TABLE {FILES_TABLE} AS SELECT * FROM ({kept}SELECT * FROM _files) ORDER BY table_name, round, path")
     con.unregister("_files")
-    row = (store.uri, state.state_id, _versions_json(), _code_id(), state.as_of_round, json.dumps(state.versions, sort_keys=True))
+    row = (store.uri, state.state_id, _versions_json(), code_id(), state.as_of_round, json.dumps(state.versions, sort_keys=True),
+           state.log_fingerprint)
+    casts = {"as_of_round": "CAST(? AS INTEGER)"}
     con.execute(
-        f"CREATE OR REPLACE TABLE {STATE_TABLE} AS SELECT ? AS lake, ? AS state_id, ? AS schema_versions, "
-        "? AS table_versions, CAST(? AS INTEGER) AS as_of_round, ? AS built_at, ? AS code, ? AS seal",
-        [store.uri, state.state_id, _versions_json(), row[5], state.as_of_round, datetime.now(timezone.utc).isoformat(),
-         _code_id(), _seal(key, _definitions(con), row)],
+        f"CREATE OR REPLACE TABLE {STATE_TABLE} AS SELECT "
+        + ", ".join(f"{casts.get(c, '?')} AS {c}" for c in STATE_COLUMNS) + ", ? AS built_at, ? AS seal",
+        [*row, datetime.now(timezone.utc).isoformat(), seal(key, definitions(con), row)],
     )
+    return row
 
 
 def _open_copy(store: Store, target: Path, tmp: Path) -> tuple[duckdb.DuckDBPyConnection | None, dict[str, int | None] | None]:
@@ -426,13 +312,13 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
         con, shown = _open_copy(store, target, tmp) if state.as_of_round is None else (None, None)
         con = con or _connect(store, tmp, read_only=False)
         try:
-            _write_catalog(con, store, state, shown, _seal_key(target.parent))
+            row = _write_catalog(con, store, state, shown, seal_key(target.parent))
         finally:
             con.close()
         built = os.open(tmp, os.O_RDONLY)
         try:
             os.replace(tmp, target)
-            _SHOWN[target] = (_identity(os.fstat(built)), (store.uri, state.state_id, _versions_json(), _code_id()))
+            remember_shown(target, stat_identity(os.fstat(built)), row)
         finally:
             os.close(built)
     except duckdb.Error as exc:
@@ -447,9 +333,14 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
 
 def catalog_is_current(store: Store, state: LakeState, path: Path | None = None) -> bool:
     """Whether the catalog file at ``path`` (default: the lake's) exists, shows exactly ``state``
-    and was built by this code (:func:`_code_id`: after an upgrade the views are rebuilt before
-    the next query, not left as the earlier code defined them until the lake changes)."""
-    return _shown_state(path or store.catalog_path) == (store.uri, state.state_id, _versions_json(), _code_id())
+    and was built by this code (:func:`~storage.catalog_seal.code_id`: after an upgrade the views are rebuilt before
+    the next query, not left as the earlier code defined them until the lake changes), with the
+    listing of the lake's Delta logs that ``state`` was read with (its ``log_fingerprint``, which
+    :func:`~storage.catalog_seal.current_catalog` checks)."""
+    shown = shown_state(path or store.catalog_path)
+    expected = (store.uri, state.state_id, _versions_json(), code_id(), state.as_of_round, json.dumps(state.versions, sort_keys=True),
+                state.log_fingerprint)
+    return shown == expected
 
 
 def private_catalog_dir(store: Store) -> Path:

@@ -116,10 +116,13 @@ class TableState:
 @dataclass(frozen=True)
 class LakeState:
     """Every table at the version a reader sees; ``as_of_round`` when it is the lake as of
-    the end of that round (time travel) rather than now."""
+    the end of that round (time travel) rather than now. ``log_fingerprint``: how the lake's
+    Delta logs listed just before they were read (a local lake's current state,
+    :func:`storage.catalog_seal.lake_fingerprint`), which its catalog records."""
 
     tables: tuple[TableState, ...]
     as_of_round: int | None = None
+    log_fingerprint: str | None = None
 
     @property
     def versions(self) -> dict[str, int | None]:

@@ -23,6 +23,7 @@ which GRACE reads through pyarrow's S3 filesystem.
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import hashlib
 import os
@@ -30,9 +31,10 @@ import uuid
 import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs as pafs
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 from grace_core.errors import LakeError
 from storage.config import LakeConfig
@@ -105,7 +107,12 @@ class LocalStore(Store):
         if self.root.exists() and not self.root.is_dir():
             raise LakeError(f"lake {self.root}: exists and is not a folder")
         self.uri = str(self.root)
-        self.arrow_fs = pafs.LocalFileSystem()
+
+    @functools.cached_property
+    def arrow_fs(self) -> pafs.FileSystem:  # type: ignore[override]
+        import pyarrow.fs as pafs  # here: a catalog check (grace sql) needs no Arrow
+
+        return pafs.LocalFileSystem()
 
     def _path(self, rel: str) -> Path:
         return self.root.joinpath(*rel.split("/"))
@@ -195,6 +202,8 @@ class S3Store(Store):
             "s3", endpoint_url=endpoint_url, region_name=self.region,
             config=Config(retries={"max_attempts": 5, "mode": "standard"}),
         )
+        import pyarrow.fs as pafs  # before the handler below is registered (see _release_s3)
+
         self.arrow_fs = pafs.S3FileSystem(endpoint_override=endpoint_url, region=self.region)
         if not _S3_STORES:  # again after every store was collected: the handler below runs once per registration
             atexit.register(_release_s3)  # registered after pyarrow.fs's own handler, so it runs before it
@@ -206,6 +215,8 @@ class S3Store(Store):
         """The bucket's own region when none is configured (AWS); us-east-1 for other endpoints."""
         if endpoint_url:
             return "us-east-1"
+        import pyarrow.fs as pafs
+
         try:
             return pafs.resolve_s3_region(self.bucket)
         except OSError as exc:

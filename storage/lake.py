@@ -15,6 +15,7 @@ lake once per task (or pickle it: it travels as its settings).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -25,14 +26,16 @@ from deltalake.exceptions import DeltaError
 
 from grace_core.errors import InvalidTable, LakeError
 from storage.catalog import ensure_catalog
+from storage.catalog_seal import lake_fingerprint, table_folders
 from storage.commit import CommitResult, commit_tables
 from storage.commit_log import CommitLog
 from storage.config import LakeConfig
 from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
 from storage.migrate import refuse_unmigrated
-from storage.readonly_sql import run_isolated, run_readonly
-from storage.schemas import ROUND, table_spec
+from storage.readonly_sql import run_readonly
+from storage.schemas import ROUND, TABLES, table_spec
+from storage.sql_access import SqlAccess
 
 
 class Lake:
@@ -71,10 +74,12 @@ class Lake:
     def state(self) -> LakeState:
         """Every table at its current version; :class:`LakeError` naming the table when one is
         older than the commit log says it is (:meth:`lost_tables`)."""
+        # the listing first: a catalog of this state must not vouch for a commit that lands as it is read
+        fingerprint = lake_fingerprint(self.store) if isinstance(self.store, LocalStore) else None
         recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
         state = self.tables.state()
         self._refuse_lost(recorded, state.versions)
-        return state
+        return dataclasses.replace(state, log_fingerprint=fingerprint)
 
     def lost_tables(self) -> dict[str, str]:
         """Tables the commit log says were written that are missing or older than their last
@@ -211,16 +216,21 @@ class Lake:
         """Path of the DuckDB catalog file, rebuilt first if it is behind the lake."""
         return ensure_catalog(self.store, self.state())
 
-    def query_arrow(self, sql: str, *, as_of_round: int | None = None, isolated: bool = False) -> pa.Table:
+    def sql_access(self, as_of_round: int | None = None) -> SqlAccess:
+        """The catalog a query of the lake reads (as it was when round ``as_of_round``'s last commit
+        landed, else as it is; rebuilt first if behind) and the folders its sandbox may open."""
+        state = self.state() if as_of_round is None else self.state_as_of_round(as_of_round)
+        return SqlAccess(ensure_catalog(self.store, state), table_folders(self.store.file_uri("tables"), tuple(TABLES)),
+                         self.store.duckdb_filesystem())
+
+    def query_arrow(self, sql: str, *, as_of_round: int | None = None) -> pa.Table:
         """Run one read-only ``SELECT`` over the catalog's views; the result as Arrow. The statement
         sees only the lake's tables and views, within the ``sql_*`` limits (:mod:`storage.readonly_sql`).
-        With ``as_of_round``, over the lake as it was when that round's last commit landed. A query a
-        person typed runs ``isolated``: in a child process the OS bounds (:func:`~storage.readonly_sql.run_isolated`)."""
-        state = self.state() if as_of_round is None else self.state_as_of_round(as_of_round)
-        catalog = ensure_catalog(self.store, state)
-        run = run_isolated if isolated else run_readonly
-        return run(catalog, sql, readable=[self.store.file_uri("tables") + "/"], filesystem=self.store.duckdb_filesystem(), config=self.config)
+        With ``as_of_round``, over the lake as it was when that round's last commit landed. (A query a
+        person types runs in a child process the OS bounds: ``grace sql``, :func:`~storage.readonly_sql.run_isolated`.)"""
+        access = self.sql_access(as_of_round)
+        return run_readonly(access.catalog, sql, readable=access.readable, filesystem=access.filesystem, config=self.config)
 
-    def query(self, sql: str, *, as_of_round: int | None = None, isolated: bool = False) -> pl.DataFrame:
+    def query(self, sql: str, *, as_of_round: int | None = None) -> pl.DataFrame:
         """Run one read-only ``SELECT`` over the catalog's views; the result as polars (see :meth:`query_arrow`)."""
-        return pl.from_arrow(self.query_arrow(sql, as_of_round=as_of_round, isolated=isolated))
+        return pl.from_arrow(self.query_arrow(sql, as_of_round=as_of_round))

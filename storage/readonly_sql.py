@@ -24,8 +24,8 @@ alike); the first stops every write:
    configuration locked last. ``read_csv('/etc/passwd')``, ``read_text('/proc/self/environ')``,
    ``glob``, other buckets, ``ATTACH``, ``INSTALL``/``LOAD`` and ``http://`` URLs fail there,
    and so does every read of the files of a table with private columns (``reviewers``: its salts
-   and key hashes, :data:`storage.catalog.PRIVATE_COLUMNS`), which the catalog holds as a copy
-   without them (:func:`table_folders`).
+   and key hashes, :data:`storage.catalog_seal.PRIVATE_COLUMNS`), which the catalog holds as a copy
+   without them (:func:`storage.catalog_seal.table_folders`).
 
 A timer interrupts a statement that runs longer than the timeout; a result larger than the
 memory limit is refused instead of being gathered. Every refusal or failure is one line
@@ -49,19 +49,20 @@ import re
 import resource
 import select
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import duckdb
-import pyarrow as pa
 
 from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
 from grace_core.per_process import PerProcess
-from storage.catalog import PRIVATE_COLUMNS
 from storage.config import SIZE_PATTERN, SIZE_UNITS, LakeConfig
-from storage.schemas import TABLES
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 """Parse-tree query nodes that only read; any other ``*_NODE`` (``COPY_QUERY_NODE``,
@@ -75,7 +76,7 @@ rest, so one holding any of these keywords is refused outright."""
 
 CATALOG_ALIAS = "catalog"
 RESULT_CAP_BYTES = 256 * 2**20
-"""Largest result (Arrow IPC bytes) a typed query returns: enough for any table a person reads
+"""Largest result (Arrow IPC bytes, or the text ``grace sql`` prints) a typed query returns: enough for any table a person reads
 or a file they write; a larger one is refused with a line asking for a LIMIT or an aggregate."""
 CHILD_HEADROOM_BYTES = 1536 * 2**20
 """What the query's child process may use beyond the statement's memory limit: the Python
@@ -243,18 +244,11 @@ def readonly_statement(sql: str) -> str:
     raise ReadOnlyQuery(f"grace sql is read-only: {kind} statements are refused (only SELECT)")
 
 
-def table_folders(readable: Sequence[str]) -> list[str]:
-    """The folder of each table of :data:`storage.schemas.TABLES` under each tables folder of
-    ``readable`` (``…/tables/``), but those of tables with :data:`storage.catalog.PRIVATE_COLUMNS`:
-    the prefixes a sandbox may open. (DuckDB's allow-list has no exceptions, and resolves
-    ``..`` before matching, so leaving a folder out is what keeps it closed.)"""
-    return [f"{root.rstrip('/')}/{name}/" for root in readable for name in TABLES if name not in PRIVATE_COLUMNS]
-
-
 def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig) -> duckdb.DuckDBPyConnection:
-    """A connection that sees the catalog (read-only) and may open only the files of the tables
-    under the ``readable`` tables folders, private ones excepted (:func:`table_folders`), with
-    ``config``'s memory and thread limits; its configuration is locked."""
+    """A connection that sees the catalog (read-only) and may open only the files under the
+    ``readable`` folders (the tables' own, private ones excepted:
+    :func:`storage.catalog_seal.table_folders`), with ``config``'s memory and thread limits; its
+    configuration is locked."""
     try:
         con = duckdb.connect(":memory:", config={
             "autoinstall_known_extensions": False, "autoload_known_extensions": False,
@@ -267,7 +261,7 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
         con.execute(f"USE {CATALOG_ALIAS}")
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in table_folders(readable))}]")
+        con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in readable)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET enable_progress_bar = false")  # drawn on stdout (a flow run's log) by a long query
         con.execute("SET lock_configuration = true")
@@ -277,14 +271,75 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
     return con
 
 
+def _arrow_result(relation: duckdb.DuckDBPyRelation, config: LakeConfig) -> pa.Table:
+    """The rows of ``relation`` as Arrow, refused when larger than ``config``'s memory limit."""
+    import pyarrow as pa  # here: a query whose result is printed (grace sql) needs no Arrow
+
+    limit = size_bytes(config.sql_memory_limit)
+    reader = relation.to_arrow_reader(BATCH_ROWS)
+    batches, size = [], 0
+    for batch in reader:
+        size += batch.nbytes
+        if size > limit:
+            raise QueryFailed(
+                f"the result is larger than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): "
+                "add a LIMIT or aggregate"
+            )
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+def _engine_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is DuckDB's, or Arrow's as DuckDB hands a result over (pyarrow is loaded
+    only when a result is taken as Arrow)."""
+    pa = sys.modules.get("pyarrow")
+    return isinstance(exc, duckdb.Error) or (pa is not None and isinstance(exc, pa.ArrowException))
+
+
+class QueryResult:
+    """A statement run in a :func:`sandbox`, as a ``produce`` callable of :func:`run_readonly`
+    reads it: its ``columns``, its rows a batch at a time (:meth:`fetchmany`, from the first
+    again after :meth:`restart`), the count of all its rows (:meth:`count_all`), and the error for
+    a result past the memory limit (:meth:`too_large`, ``limit_bytes``)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, statement: str, config: LakeConfig) -> None:
+        self._con, self._statement, self._config = con, statement, config
+        self._cursor = con.execute(statement)
+        self.columns = [d[0] for d in self._cursor.description]
+        self.limit_bytes = size_bytes(config.sql_memory_limit)
+
+    def fetchmany(self, rows: int) -> list[tuple]:
+        """The next ``rows`` rows (fewer at the end; none after it)."""
+        return self._cursor.fetchmany(rows)
+
+    def count_all(self) -> int | None:
+        """How many rows the whole result has, counted by DuckDB (the statement again, as a
+        subquery of a checked ``SELECT count(*)``: no row reaches Python); None for a statement
+        that cannot be a subquery (``EXPLAIN``). Ends the reading of the rows."""
+        try:
+            counting = readonly_statement(f"SELECT count(*) FROM (\n{self._statement}\n)")
+        except (ReadOnlyQuery, QueryFailed):
+            return None
+        ((count,),) = self._con.execute(counting).fetchall()
+        return count
+
+    def restart(self) -> None:
+        """Run the statement again: :meth:`fetchmany` starts from its first row."""
+        self._cursor = self._con.execute(self._statement)
+
+    def too_large(self) -> QueryFailed:
+        return QueryFailed(f"the result is larger than {self._config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): add a LIMIT or aggregate")
+
+
 def run_readonly(
     catalog: Path, sql: str, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig, checked: bool = False,
-) -> pa.Table:
+    produce: Callable[[QueryResult], Any] | None = None,
+) -> Any:
     """Run ``sql`` (see :func:`readonly_statement`; ``checked``: it is that statement already)
     in a :func:`sandbox` on ``catalog``, stopped after ``config.sql_timeout_s``; the result as
-    Arrow, refused when larger than the memory limit."""
+    Arrow, refused when larger than the memory limit, or what ``produce`` makes of the
+    :class:`QueryResult` (the timeout covers it: it fetches the rows)."""
     statement = sql if checked else readonly_statement(sql)
-    limit = size_bytes(config.sql_memory_limit)
     con = sandbox(catalog, readable=readable, filesystem=filesystem, config=config)
     stopped = threading.Event()
 
@@ -296,18 +351,10 @@ def run_readonly(
     timer.daemon = True
     timer.start()
     try:
-        reader = con.sql(statement).to_arrow_reader(BATCH_ROWS)
-        batches, size = [], 0
-        for batch in reader:
-            size += batch.nbytes
-            if size > limit:
-                raise QueryFailed(
-                    f"the result is larger than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): "
-                    "add a LIMIT or aggregate"
-                )
-            batches.append(batch)
-        return pa.Table.from_batches(batches, schema=reader.schema)
-    except (duckdb.Error, pa.ArrowException) as exc:
+        return _arrow_result(con.sql(statement), config) if produce is None else produce(QueryResult(con, statement, config))
+    except Exception as exc:
+        if not _engine_error(exc):
+            raise
         if stopped.is_set():
             raise QueryFailed(
                 f"the query ran longer than {config.sql_timeout_s:g} s and was stopped (GRACE_SQL_TIMEOUT_S)"
@@ -324,10 +371,11 @@ def run_readonly(
         con.close()
 
 
-def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: Any | None, config: LakeConfig, out: int) -> None:
+def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: Any | None, config: LakeConfig,
+           produce: Callable[[QueryResult], bytes], out: int) -> None:
     """In the forked child of :func:`run_isolated`: limit memory and CPU, run ``statement``
-    through :func:`run_readonly`'s sandbox and write ``b"A"`` + the result as an Arrow IPC
-    stream, or ``b"E"`` + a JSON error, to the pipe ``out``; never returns."""
+    through :func:`run_readonly`'s sandbox and write ``b"R"`` + what ``produce`` makes of the
+    result, or ``b"E"`` + a JSON error, to the pipe ``out``; never returns."""
     code = 0
     try:
         cap = size_bytes(config.sql_memory_limit) + CHILD_HEADROOM_BYTES
@@ -335,11 +383,8 @@ def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: A
         resource.setrlimit(resource.RLIMIT_DATA, (cap + used, cap + used))
         cpu = int(config.sql_timeout_s * max(1, config.sql_threads)) + 5
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-        table = _run(catalog, statement, readable, filesystem, config)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        payload = b"A" + sink.getvalue().to_pybytes()
+        payload = b"R" + run_readonly(catalog, statement, readable=readable, filesystem=filesystem, config=config, checked=True,
+                                      produce=produce)
         if len(payload) > RESULT_CAP_BYTES:
             raise QueryFailed(f"the result is larger than {RESULT_CAP_BYTES // 2**20} MiB: add a LIMIT or aggregate")
     except (QueryFailed, ReadOnlyQuery, LakeError) as exc:
@@ -358,19 +403,16 @@ def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: A
     os._exit(code)
 
 
-def _run(catalog: Path, statement: str, readable: Sequence[str], filesystem: Any | None, config: LakeConfig) -> pa.Table:
-    """``statement`` (checked already) in a :func:`sandbox`, as :func:`run_readonly` runs it."""
-    return run_readonly(catalog, statement, readable=readable, filesystem=filesystem, config=config, checked=True)
-
-
 def run_isolated(
     catalog: Path, sql: str, *, readable: Sequence[str], filesystem: Any | None, config: LakeConfig,
-) -> pa.Table:
+    produce: Callable[[QueryResult], bytes],
+) -> bytes:
     """:func:`run_readonly` for a query a person typed, in a forked child bounded by the OS
     (see the module docstring): killed at ``config.sql_timeout_s`` (+ :data:`KILL_GRACE_S`),
-    out of memory past the statement's memory limit, its result refused past
-    :data:`RESULT_CAP_BYTES`. Every outcome is the result or one :class:`QueryFailed` /
-    :class:`ReadOnlyQuery` line."""
+    out of memory past the statement's memory limit, its output refused past
+    :data:`RESULT_CAP_BYTES`. The child turns the result into bytes with ``produce`` (the text
+    ``grace sql`` prints: rendering runs inside the bounds too). Every outcome is those bytes
+    or one :class:`QueryFailed` / :class:`ReadOnlyQuery` line."""
     statement = readonly_statement(sql)
     memory = f"the query needs more memory than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): add a LIMIT or aggregate"
     late = f"the query ran longer than {config.sql_timeout_s:g} s and was stopped (GRACE_SQL_TIMEOUT_S)"
@@ -378,7 +420,7 @@ def run_isolated(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (its outcome is what the parent reports)
         os.close(read_end)
-        _child(catalog, statement, readable, filesystem, config, write_end)
+        _child(catalog, statement, readable, filesystem, config, produce, write_end)
     os.close(write_end)
     chunks, size, killed = [], 0, None
     deadline = time.monotonic() + config.sql_timeout_s + KILL_GRACE_S
@@ -415,4 +457,4 @@ def run_isolated(
         if error["kind"] == "memory":
             raise QueryFailed(memory)
         raise (ReadOnlyQuery if error["kind"] == "ReadOnlyQuery" else QueryFailed)(error["message"])
-    return pa.ipc.open_stream(pa.py_buffer(data[1:])).read_all()
+    return data[1:]

@@ -26,7 +26,10 @@ app = typer.Typer(
 )
 
 
-ONE_MODULE = {"score": "scoring", "ask": "ask", "sql": "lake", "check": "lake"}
+LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
+"""The help of every command's ``--lake`` option."""
+
+ONE_MODULE = {"score": "scoring", "ask": "ask", "sql": "sql", "check": "lake"}
 """Commands whose start-up imports only their own module (:func:`_register`)."""
 
 
@@ -40,7 +43,7 @@ def _register(argv: list[str] | None = None) -> None:
 
         importlib.import_module(f"flows.cli.{ONE_MODULE[argv[0]]}")
     else:
-        from flows.cli import ask, demo, eval, lake, report, review, reviewer, round, scoring, serve  # noqa: F401  (each module registers its commands on `app`)
+        from flows.cli import ask, demo, eval, lake, report, review, reviewer, round, scoring, serve, sql  # noqa: F401  (each module registers its commands on `app`)
 
     _unwrap_help(app)
 

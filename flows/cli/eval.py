@@ -30,8 +30,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from flows.cli import app
-from flows.cli.lake import LAKE_HELP
+from flows.cli import LAKE_HELP, app
 from flows.settings import GraceSettings, build_settings
 from grace_core.documents import DocumentBatch, content_id, parse_batch
 from grace_core.errors import GraceError

@@ -1,20 +1,15 @@
-"""``grace sql`` (read-only SQL over the lake's catalog, now or as of a round), ``grace ingest``
-(one document batch into the lake) and the lake's upkeep: ``grace compact``, ``grace vacuum``,
+"""``grace ingest`` (one document batch into the lake) and the lake's upkeep: ``grace compact``, ``grace vacuum``,
 ``grace check`` (integrity), ``grace migrate`` (a lake of the earlier format to Delta tables),
 ``grace backup`` and ``grace restore`` (a consistent snapshot of the lake, and a lake made from one)."""
 
 from __future__ import annotations
 
-import json
 import sys
-from enum import Enum
-from pathlib import Path
 from typing import Optional
 
-import polars as pl
 import typer
 
-from flows.cli import app
+from flows.cli import LAKE_HELP, app
 from flows.settings import build_settings
 from storage.inbox import read_batch_file
 from storage.ingest import ingest_batch, write_invalid_report
@@ -26,64 +21,6 @@ from storage.config import MIN_RETENTION_HOURS
 from storage.maintenance import maintain, vacuum as vacuum_lake
 from storage.migrate import migrate_lake
 
-LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
-
-def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:
-    """Lists and structs as JSON text, so every format can hold them."""
-    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct))]
-    return df.with_columns(
-        pl.Series(c, [None if v is None else json.dumps(v, default=str) for v in df[c].to_list()], pl.Utf8)
-        for c in nested
-    )
-
-
-TABLE_ROWS = 1000
-"""Rows the table format shows; the rest are counted (``--format csv|json --output FILE`` writes all)."""
-
-
-def render(df: pl.DataFrame, fmt: OutputFormat) -> str:
-    """The query result as text in ``fmt``: an aligned table with a row count (its first
-    :data:`TABLE_ROWS` rows), CSV with a header, or a JSON array of row objects."""
-    if fmt is OutputFormat.json:
-        return df.write_json() + "\n"
-    if fmt is OutputFormat.csv:
-        return _flatten_nested(df).write_csv()
-    shown, rows = df.head(TABLE_ROWS), df.height
-    more = f"; the first {TABLE_ROWS} shown: --format csv or json with --output FILE writes them all" if rows > TABLE_ROWS else ""
-    with pl.Config(
-        tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, fmt_str_lengths=80, tbl_width_chars=10_000,
-        tbl_hide_column_data_types=True,
-    ):
-        text = str(shown)
-    return f"{text}\n({rows} row{'s' if rows != 1 else ''}{more})\n"
-
-
-@app.command("sql")
-def sql(
-    query: str = typer.Argument(..., help="One SELECT statement over the lake's tables and views."),
-    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the result to this file instead of stdout."),
-    as_of_round: Optional[int] = typer.Option(
-        None, "--as-of-round", min=0, help="Query the lake as it was when round N's last commit landed (time travel; "
-        "reaches back as far as vacuum kept the files)."),
-) -> None:
-    """Run a read-only SQL query over the lake (tables, claim_status, round_metrics,
-    review_queue, reviewer_stats, …). Statements that write, attach or change settings are refused."""
-    settings = build_settings(lake=lake)
-    result = Lake.open(settings, must_exist=True).query(query, as_of_round=as_of_round, isolated=True)
-    text = render(result, fmt)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
 
 
 @app.command("ingest")

@@ -6,8 +6,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli import app
-from flows.cli.lake import LAKE_HELP
+from flows.cli import LAKE_HELP, app
 from flows.lake_report import report_files
 from flows.runtime import timestamp
 from flows.settings import build_settings

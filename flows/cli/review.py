@@ -22,7 +22,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli import app
+from flows.cli import LAKE_HELP, app
 from flows.reviewers import prove, sign_verdict_file
 from flows.runtime import roles_with_cache, timestamp
 from flows.settings import build_settings
@@ -32,7 +32,6 @@ from grace_core.verdict_files import MAX_SECONDS_SPENT, VerdictRow
 from storage.lake import Lake
 from storage.review_files import read_verdict_file
 
-LAKE_HELP = "Lake root: a folder or s3://bucket/prefix (default: the GRACE_LAKE setting, else ./lake)."
 ANSWERS = {"c": "confirm", "r": "reject", "a": "abstain", "s": "skip", "q": "quit"}
 KEY_ENV = "GRACE_REVIEWER_KEY"
 """The environment variable a reviewer's key may come from (not a setting: the settings ignore it)."""

@@ -12,8 +12,8 @@ from typing import Optional
 
 import typer
 
-from flows.cli import app
-from flows.cli.lake import LAKE_HELP, OutputFormat, render
+from flows.cli import LAKE_HELP, app
+from flows.cli.result_text import HeldRows, OutputFormat, render
 from flows.reviewers import register, registry, revoke
 from flows.runtime import timestamp
 from flows.settings import build_settings
@@ -60,4 +60,5 @@ def list_reviewers(
     """Every key of every reviewer: reviewer, key_id, added_at and revoked_at (empty while the
     reviewer is registered). No key, salt or hash is shown."""
     target = Lake.open(build_settings(lake=lake), must_exist=True)
-    typer.echo(render(registry(target), fmt), nl=False)
+    table = registry(target)
+    typer.echo(render(HeldRows(table.columns, table.rows()), fmt), nl=False)

@@ -13,9 +13,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from flows.cli import app
+from flows.cli import LAKE_HELP, app
 from flows.cli.demo import ROUND_FLOW, VERBOSE_HELP, documents_built, metrics_table, progress, round_line
-from flows.cli.lake import LAKE_HELP
 from flows.settings import build_settings
 from grace_core.errors import LakeError, SpendCapReached
 

@@ -65,7 +65,7 @@ from grace_core.documents import DocumentBatch
 from grace_core.edges import EDGE_COLUMNS
 from grace_core.evaluation.qa_harness import ACCURACY_F1, DatasetMismatch, check_dataset, gold_reference
 from grace_core.evaluation.qasper_metrics import UNANSWERABLE, score_question
-from grace_core.assignment import VERIFIER
+from grace_core.settings_groups import VERIFIER
 from grace_core.decisions import VERDICTS
 from grace_core.metrics import grounding_precision, round_metrics
 from grace_core.models.factory import ModelRoles

@@ -623,7 +623,7 @@ def test_reviewer_names_that_escape_are_refused_on_every_path(name: str, review_
 
 def test_real_reviewer_names_and_ids_are_accepted() -> None:
     from flows.review_ui import PacketParams
-    from grace_core.assignment import ReviewConfig
+    from grace_core.settings_groups import ReviewConfig
     from grace_core.identifiers import check_id
 
     names = ("alice", "bob.smith", "carol@example.org", "dan_o", "eve-2", "frank+review")

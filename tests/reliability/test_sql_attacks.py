@@ -127,6 +127,9 @@ ATTACKS: list[tuple[str, str]] = [
     ("wide-result", "SELECT repeat('x', 2000) AS s FROM range(200000)"),
 ]
 SCALAR_BOMBS = ("repeat-3g", "repeat-1-5g", "lpad-2g", "damerau-30k", "list-sort-1e8", "wide-result")
+FORMATS = {"huge-result": "csv", "wide-result": "json"}
+"""Attacks run with ``--format``: a file format holds every row, so these results must be refused
+(the table shows its first rows and DuckDB's count of the rest: :data:`READS` ``huge-table``)."""
 
 # (id, statement, text the output must hold) — read-only queries that must keep working.
 READS: list[tuple[str, str, str]] = [
@@ -139,6 +142,8 @@ READS: list[tuple[str, str, str]] = [
     ("with", "WITH d AS (SELECT doc_id FROM documents) SELECT count(*) AS n FROM d", "3"),
     ("from-first", "FROM documents SELECT count(*) AS n", "3"),
     ("summarize", "SUMMARIZE documents", "column_name"),
+    ("huge-table", "SELECT * FROM range(200000000)", "(200000000 rows; the first 1000 shown"),
+    ("wide-table", "SELECT repeat('x', 2000) AS s FROM range(200000)", "(200000 rows; the first 1000 shown"),
     ("describe", "DESCRIBE documents", "doc_id"),
     ("show-tables", "SHOW TABLES", "claim_status"),
     ("settings", "SELECT name, value FROM duckdb_settings()", "enable_external_access"),
@@ -204,7 +209,8 @@ def drive(spec_file: str) -> None:
     import resource
 
     for name, template in ATTACKS:
-        results[name] = _grace("sql", template.format(**places), "--lake", root) | {"after": state()}
+        fmt = ["--format", FORMATS[name]] if name in FORMATS else []
+        results[name] = _grace("sql", template.format(**places), "--lake", root, *fmt) | {"after": state()}
         results[name]["children_peak_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     for name, sql, _ in READS:
         results[name] = _grace("sql", sql, "--lake", root)

@@ -17,7 +17,7 @@ from flows.cli import _register, app
 from flows.review import dispatch_reviews
 from flows.score import score_round
 from flows.verdicts import ingest_verdict_file
-from grace_core.assignment import VERIFIER
+from grace_core.settings_groups import VERIFIER
 from grace_core.decisions import decide
 from storage.lake import Lake
 from tests.review.conftest import T0, build_lake, key_of, signed_as, stage

@@ -12,10 +12,11 @@ import polars as pl
 import pytest
 
 from flows.settings import build_settings
-from grace_core.assignment import ReviewConfig, assign_reviewers, busy_claims, lapsed_reviewers, open_assignments, overdue_by_rounds
+from grace_core.assignment import assign_reviewers, busy_claims, lapsed_reviewers, open_assignments, overdue_by_rounds
 from grace_core.errors import InvalidSettings
 from grace_core.params import ScoringParams
 from grace_core.round import deferral
+from grace_core.settings_groups import ReviewConfig
 from grace_core.selection import CostReport, cost_report, select_for_review
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)

@@ -11,9 +11,10 @@ import pytest
 
 from flows.settings import build_settings
 from grace_core.assignment import (
-    VERIFIER, ReviewConfig, assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds, open_assignments,
+    assign_reviewers, busy_claims, expected_review_seconds, mean_review_seconds, open_assignments,
 )
 from grace_core.errors import InvalidSettings
+from grace_core.settings_groups import VERIFIER, ReviewConfig
 from grace_core.verdict_files import InvalidVerdictFile, check_verdicts, parse_verdict_file
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)

@@ -25,6 +25,7 @@ from grace_core.metrics import SCORING_COUNTS, round_metrics as core_round_metri
 from grace_core.decisions import decide
 import storage.catalog as catalog_module
 from storage.catalog import build_catalog, catalog_is_current
+from storage.catalog_seal import SEAL_KEY_FILE, forget_shown
 from storage.commit import commit_tables
 from storage.config import LakeConfig
 from storage.lake import Lake
@@ -199,7 +200,7 @@ def test_a_catalog_changed_outside_grace_is_never_served(local_config: LakeConfi
     with duckdb.connect(str(lake.store.catalog_path)) as con:
         con.execute(forgery)
     fresh = Lake.open(local_config)  # another process: nothing remembered of the file
-    catalog_module._SHOWN.clear()
+    forget_shown()
     assert fresh.query("SELECT count(*) AS n FROM claims")["n"][0] == honest == 6
     assert fresh.query("SELECT count(*) AS n FROM round_metrics")["n"][0] == 0
     with duckdb.connect(str(lake.store.catalog_path), read_only=True) as con:
@@ -210,11 +211,11 @@ def test_a_catalog_without_its_key_or_from_another_folder_is_rebuilt(local_confi
     lake = Lake.open(local_config)
     lake.commit("two", {"claims": claims(2, 3, 1)})
     lake.query("SELECT 1")
-    key = lake.store.catalog_path.parent / catalog_module.SEAL_KEY_FILE
+    key = lake.store.catalog_path.parent / SEAL_KEY_FILE
     assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
     built = lake.store.catalog_path.stat().st_ino
     key.unlink()
-    catalog_module._SHOWN.clear()
+    forget_shown()
     assert not catalog_is_current(lake.store, lake.state())
     lake.query("SELECT 1")
     assert lake.store.catalog_path.stat().st_ino != built and key.is_file()

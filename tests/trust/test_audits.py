@@ -9,7 +9,8 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from grace_core.audit import AuditConfig, audit_pool, interleave, stratified_sample, within_budget
+from grace_core.settings_groups import AuditConfig
+from grace_core.audit import audit_pool, interleave, stratified_sample, within_budget
 from grace_core.intervals import wilson_interval
 from storage.lake import Lake
 from tests.trust.conftest import T0, cid
