@@ -78,7 +78,7 @@ RUN: dict[tuple[str, str], Run] = {
                     in_clone=True),
     ("docs/commands.md", "KEY=$(grace reviewer add alice | tail -1)          # give it to alice"): Run(),
     ("docs/lake.md", "grace ingest flows/samples/qasper_demo.jsonl --prior-sections Abstract,Introduction"): Run(),
-    ("docs/lake.md", "import json, deltalake, polars as pl"): Run(),
+    ("docs/lake.md", "import json, polars as pl"): Run(),
     ("docs/lake.md", "grace backup /backups/lake-2025-06-01"): Run(
         {r"/backups/": "backups/", r"/srv/": "srv/"}, "the backup and the restored lake go to the test's folder, not /backups and /srv"),
     ("docs/pipeline.md", 'grace sql "SELECT round, cum_audited_grounded, cum_grounded_precision, cum_grounded_precision_low,'): Run(),
