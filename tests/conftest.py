@@ -54,6 +54,20 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[None]:
+    """A real temporary Prefect server (``prefect_test_harness``) for the flow tests of this
+    process, one per session (per pytest-xdist worker), with ``PREFECT_HOME`` in a temporary
+    folder (above). It starts with the first test that asks for it
+    (``pytest.mark.usefixtures("prefect_server")`` in a module, or the fixture as an argument), so
+    a run of pure unit tests never starts one; the harness sets the API URL in Prefect's settings
+    context, never in the environment."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def float32_embeddings() -> Iterator[None]:
     """"auto" precision means float32 in this test process too (see above), from before any
@@ -82,13 +96,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """pytest-xdist, ``--dist loadgroup`` (as ``./dev test`` runs the fast lane): the tests that
-    load the packaged offline models share one worker (tests/worker_groups.py)."""
+    """pytest-xdist, ``--dist loadgroup`` (as ``./dev test`` runs the suite): the tests that load
+    the packaged offline models share one worker, as do the tests of a module with a costly shared
+    fixture, and the longest units start first (tests/worker_groups.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from tests.worker_groups import OfflineModelsScheduling
+    from tests.worker_groups import LongestFirstScheduling
 
-    return OfflineModelsScheduling(config, log)
+    return LongestFirstScheduling(config, log)
 
 
 # Reliability tallies (tests/reliability/conftest.py) of pytest-xdist workers, summed by the
