@@ -6,6 +6,8 @@ them (the folder ``GRACE_DATA_DIR`` names), are only read by the tests that ask 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +54,46 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"full dev data not found at {SHARED_DATA} (set GRACE_DATA_DIR; only full-dataset checks need it)")
     return SHARED_DATA
+
+
+DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+MOTO_CHILD = (
+    "import sys, time; from moto.server import ThreadedMotoServer;"
+    "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False); s.start();"
+    "print('%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()"
+)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server (``ThreadedMotoServer``) on a free loopback port, one per session (per
+    pytest-xdist worker) for every folder of tests, with dummy
+    credentials in the environment (inherited by writer subprocesses). It runs in a child
+    process: some delta-rs calls hold the GIL while waiting for S3, which would stall a server
+    thread of the test process itself."""
+    saved = {k: os.environ.get(k) for k in DUMMY_AWS_ENV}
+    os.environ.update(DUMMY_AWS_ENV)
+    server = subprocess.Popen([sys.executable, "-c", MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        yield f"http://{server.stdout.readline().strip()}"
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ import pytest
 from flows.params import StageParams
 from flows.reviewers import register, sign_verdict_file
 from storage.lake import Lake
-from tests.storage.conftest import make_bucket, s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+from tests.storage.conftest import make_bucket  # noqa: F401
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 DOC = "d1"

@@ -1,16 +1,13 @@
-"""Lake fixtures: a local lake in a temporary folder, and an S3 lake on a moto server that the
-tests start on 127.0.0.1 (a free port, dummy credentials), reached through the same code path
-as real S3."""
+"""Lake fixtures: a local lake in a temporary folder, and an S3 lake on the session's moto server
+(``s3_endpoint``, tests/conftest.py: 127.0.0.1, a free port, dummy credentials), reached through
+the same code path as real S3."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
 
 import boto3
 import pytest
@@ -18,44 +15,7 @@ import pytest
 from storage.backup import backup_lake, open_location
 from storage.config import LakeConfig
 from storage.lake import Lake
-
-DUMMY_AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-
-
-MOTO_CHILD = (
-    "import sys, time; from moto.server import ThreadedMotoServer;"
-    "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False); s.start();"
-    "print('%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()"
-)
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server (``ThreadedMotoServer``) on a free loopback port, with dummy
-    credentials in the environment (inherited by writer subprocesses). It runs in a child
-    process: some delta-rs calls hold the GIL while waiting for S3, which would stall a server
-    thread of the test process itself."""
-    saved = {k: os.environ.get(k) for k in DUMMY_AWS_ENV}
-    os.environ.update(DUMMY_AWS_ENV)
-    server = subprocess.Popen([sys.executable, "-c", MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        yield f"http://{server.stdout.readline().strip()}"
-    finally:
-        server.kill()
-        server.wait(timeout=30)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+from tests.conftest import DUMMY_AWS_ENV  # noqa: F401  (here before the moto server fixture moved to tests/conftest.py)
 
 
 def make_bucket(endpoint: str) -> str:
