@@ -7,10 +7,10 @@ tests are kept together in one unit, so they run on one worker:
 - the tests that load the packaged offline models (torch) or talk to the loopback litellm
   server (:data:`OFFLINE_MODEL_TESTS`): only one process imports torch and litellm and loads
   the model;
-- the tests of a module that share a costly module- or session-scoped fixture (a lake built by
-  real rounds, the demo run, a loopback model server…, :data:`SHARED_FIXTURE_MODULES`; one
-  unit per kind of lake for :data:`PER_LAKE_MODULES`): split over two workers, each worker
-  would build the fixture again.
+- the tests that share a costly module- or session-scoped fixture (a lake built by real rounds,
+  the demo run, a loopback model server…: :data:`SHARED_FIXTURE_MODULES`, one unit per module;
+  :data:`DEMO_LAKE_TESTS`; :data:`PER_LAKE_MODULES`, one unit per kind of lake): split over two
+  workers, each worker would build the fixture again.
 
 Order. Units are sent longest first (their expected seconds, :data:`EXPECTED_S`, measured
 with ``--durations``; a unit not listed counts :data:`DEFAULT_S` a test), so the browser tests and the
@@ -44,10 +44,13 @@ SHARED_FIXTURE_MODULES = (
     "tests/reliability/test_llm_faults.py",  # its loopback model server and Prefect server
     "tests/storage/test_catalog.py",  # two_rounds
     "tests/storage/test_cli.py",  # the filled lake template
-    "tests/storage/test_migrate_rebuild.py",  # the old and rebuilt lakes
     "tests/test_doc_commands.py",  # the demo run of the README's first block
 )
 """Modules whose tests share a costly module- or session-scoped fixture: one unit each."""
+
+DEMO_LAKE = "demo-lake"
+DEMO_LAKE_TESTS = ("tests/storage/test_migrate_rebuild.py", "tests/storage/test_backup_round.py")
+"""The tests that copy the session's ``grace demo`` lake (tests/storage/conftest.py): one unit."""
 
 PER_LAKE_MODULES = (
     "tests/reliability/test_sql_attacks.py",  # run: every attack on one local lake, then on one S3 lake
@@ -60,7 +63,7 @@ DEFAULT_S = 1.0
 
 EXPECTED_S: dict[str, float] = {
     # shared units: their fixture once and their tests
-    "tests/storage/test_migrate_rebuild.py": 180,
+    DEMO_LAKE: 260,
     "tests/reliability/test_llm_faults.py": 180,
     "tests/reliability/test_sql_attacks.py[s3]": 165,
     "tests/test_doc_commands.py": 150,
@@ -70,7 +73,6 @@ EXPECTED_S: dict[str, float] = {
     "tests/reliability/test_bad_inputs.py": 60,
     "tests/reliability/test_sql_attacks.py[local]": 35,
     # tests of their own
-    "tests/storage/test_backup_round.py::test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round": 131,
     "tests/test_readme.py::test_the_readme_session_is_what_a_fresh_run_prints": 83,
     "tests/ui/test_catch_up.py::test_scans_missed_while_serve_was_down_run_once": 74,
     "tests/ui/test_review_desk.py::test_ingest_from_the_run_form_then_review_in_the_default_ui": 63,
@@ -104,6 +106,8 @@ def worker_group(nodeid: str) -> str | None:
     """The unit of the test ``nodeid`` when it shares one (None: a unit of its own)."""
     if nodeid.startswith(OFFLINE_MODEL_TESTS):
         return OFFLINE_MODELS
+    if nodeid.startswith(DEMO_LAKE_TESTS):
+        return DEMO_LAKE
     module = nodeid.split("::", 1)[0]
     if module in PER_LAKE_MODULES:
         return f"{module}[{'s3' if '[s3' in nodeid else 'local'}]"

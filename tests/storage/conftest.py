@@ -4,7 +4,10 @@ the same code path as real S3."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -65,3 +68,23 @@ def back_up_while(process: subprocess.Popen, lake: Lake, folder: Path, *, limit:
         if process.poll() is None:
             process.kill()
     return backups, err
+
+
+@pytest.fixture(scope="session")
+def demo_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``grace demo`` on the bundled papers (real flows on a temporary Prefect server, the offline
+    models, the verifier as reviewer), run once per session: a lake after two rounds. Copy it
+    (:func:`copy_lake`), never change it; tests/worker_groups.py keeps its users on one worker."""
+    root = tmp_path_factory.mktemp("demo-lake") / "lake"
+    env = {**os.environ, "GRACE_HALLUCINATION_RATE": "0.2"}  # the demo's rate, for the rounds run after it
+    env.pop("PREFECT_API_URL", None)  # the demo runs its own temporary server
+    done = subprocess.run([str(Path(sys.executable).with_name("grace")), "demo", "--lake", str(root)], capture_output=True,
+                          text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def copy_lake(template: Path, dest: Path) -> Path:
+    """A lake of the test's own at ``dest``: a copy of ``template`` (its catalog, which names the
+    template's files, is rebuilt by the first query that finds it moved)."""
+    return Path(shutil.copytree(template, dest, symlinks=True))
