@@ -6,6 +6,8 @@ them (the folder ``GRACE_DATA_DIR`` names), are only read by the tests that ask 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +56,60 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+MOTO_CHILD = (
+    "import sys, time; from moto.server import ThreadedMotoServer;"
+    "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False); s.start();"
+    "print('%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()"
+)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server (``ThreadedMotoServer``) on a free loopback port, one per session (per
+    pytest-xdist worker) for every folder of tests, with dummy
+    credentials in the environment (inherited by writer subprocesses). It runs in a child
+    process: some delta-rs calls hold the GIL while waiting for S3, which would stall a server
+    thread of the test process itself."""
+    saved = {k: os.environ.get(k) for k in DUMMY_AWS_ENV}
+    os.environ.update(DUMMY_AWS_ENV)
+    server = subprocess.Popen([sys.executable, "-c", MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        yield f"http://{server.stdout.readline().strip()}"
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[None]:
+    """A real temporary Prefect server (``prefect_test_harness``) for the flow tests of this
+    process, one per session (per pytest-xdist worker), with ``PREFECT_HOME`` in a temporary
+    folder (above). It starts with the first test that asks for it
+    (``pytest.mark.usefixtures("prefect_server")`` in a module, or the fixture as an argument), so
+    a run of pure unit tests never starts one; the harness sets the API URL in Prefect's settings
+    context, never in the environment."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def float32_embeddings() -> Iterator[None]:
     """"auto" precision means float32 in this test process too (see above), from before any
@@ -82,13 +138,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """pytest-xdist, ``--dist loadgroup`` (as ``./dev test`` runs the fast lane): the tests that
-    load the packaged offline models share one worker (tests/worker_groups.py)."""
+    """pytest-xdist, ``--dist loadgroup`` (as ``./dev test`` runs the suite): the tests that load
+    the packaged offline models share one worker, as do the tests of a module with a costly shared
+    fixture, and the longest units start first (tests/worker_groups.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from tests.worker_groups import OfflineModelsScheduling
+    from tests.worker_groups import LongestFirstScheduling
 
-    return OfflineModelsScheduling(config, log)
+    return LongestFirstScheduling(config, log)
 
 
 # Reliability tallies (tests/reliability/conftest.py) of pytest-xdist workers, summed by the

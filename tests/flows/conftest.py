@@ -1,6 +1,5 @@
-"""Flow tests run against a real temporary Prefect server (``prefect_test_harness``), one per
-test session, with ``PREFECT_HOME`` in a temporary folder (set in tests/conftest.py). The
-server starts with the first test that asks for it (``pytestmark =
+"""Flow tests run against a real temporary Prefect server, the session's ``prefect_server``
+(tests/conftest.py): it starts with the first test that asks for it (``pytestmark =
 pytest.mark.usefixtures("prefect_server")`` in a module, or the fixture as an argument), so a
 run of pure unit tests never starts one."""
 
@@ -13,14 +12,6 @@ import pytest
 from tests.conftest import REPO
 
 SAMPLE = REPO / "flows" / "samples" / "qasper_demo.jsonl"
-
-
-@pytest.fixture(scope="session")
-def prefect_server():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 @pytest.fixture()

@@ -143,19 +143,22 @@ def commit(self, key, tables):
 Lake.commit = commit
 expansion_round(RoundParams(round_id=1, lake={root!r}, hallucination_rate=0.2, budget=3.0))
 """
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    err = tmp_path / "round.err"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            stages = lake.read("rounds", columns=["stage"])["stage"].to_list()
-            if "build" in stages:
-                break
-            assert proc.poll() is None, "the round ended before it could be killed"
+        deadline = time.monotonic() + 600  # only guards a hang: the wait ends at the first build commit
+        while "build" not in lake.read("rounds", columns=["stage"])["stage"].to_list():
+            assert proc.poll() is None, f"the round ended before it could be killed:\n{err.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no build chunk committed in 600 s:\n{err.read_text()[-3000:]}"
             time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
+    finally:  # killed whatever happened above, so a failure reports itself, not a wait for a round asleep in its commit
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the round had ended
+            pass
+        proc.wait(timeout=60)
     assert lake.read("claims")["doc_id"].n_unique() == 1, "the kill lands after the first build chunk's commit"
     assert lake.read("scores").height == 0
     os.environ["GRACE_DOCS_PER_TASK"] = "1"

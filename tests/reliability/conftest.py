@@ -1,4 +1,4 @@
-"""Shared by the reliability probes (issue 11): the moto S3 server fixture, and a tally of
+"""Shared by the reliability probes (issue 11; the moto S3 server fixture is tests/conftest.py's): a tally of
 probes that prints the issue's totals at the end of a run (probes tried, clear errors,
 tracebacks, attacks that got through or were silently accepted, resource blow-ups, rows lost). A probe's test still asserts its outcome;
 the tally only counts."""
@@ -11,7 +11,6 @@ from typing import Callable
 import pytest
 
 from tests.conftest import tally_line
-from tests.storage.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
 
 
 @dataclass

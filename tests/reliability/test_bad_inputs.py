@@ -36,7 +36,6 @@ from grace_core.errors import GraceError, InvalidIdentifier
 from storage.lake import Lake
 from storage.review_files import ReviewArea
 from tests.conftest import REPO
-from tests.storage.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
 from tests.grace_cli import run_grace as run_in_process
 
 pytestmark = pytest.mark.reliability

@@ -32,7 +32,7 @@ from flows.review import defer_claims, send_packets, verify_deferred
 from flows.score import score_round
 from storage.lake import Lake
 from tests.conftest import REPO
-from tests.review.conftest import T0, build_lake, prefect_server, reviewers, stage  # noqa: F401  (fixtures)
+from tests.review.conftest import T0, build_lake, reviewers, stage  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.e2e]
 
@@ -93,7 +93,11 @@ def descendants(pid: int) -> set[int]:
         return set()
 
 
-@pytest.mark.parametrize("after_s", [0.5, 1.5, 3.0, 4.5, 6.0])
+KILL_AFTER_S = [0.5, 1.5, 3.0, 4.5, 6.0]
+LAST_KILL_S = KILL_AFTER_S[-1]
+
+
+@pytest.mark.parametrize("after_s", KILL_AFTER_S)
 def test_kill_9_of_grace_round_at_any_instant_of_its_start_leaves_no_process(tmp_path: Path, after_s: float, tally) -> None:
     lake = build_lake(str(tmp_path / "lake"), rounds=(1,))
     Lake.open(stage(lake, 1).settings()).commit("fixture/document", {"documents": pl.DataFrame([{
@@ -104,13 +108,18 @@ def test_kill_9_of_grace_round_at_any_instant_of_its_start_leaves_no_process(tmp
     proc = subprocess.Popen([sys.executable, "-c", "from flows.cli import main; main()", "round", "--lake", lake.uri],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
     seen: set[int] = set()
-    deadline = time.monotonic() + after_s
-    while time.monotonic() < deadline and proc.poll() is None:
+    started = time.monotonic()
+    while proc.poll() is None:
         seen |= descendants(proc.pid)
+        waited = time.monotonic() - started
+        # the last kill point also waits for the round's temporary server (its child process) to
+        # have started, however loaded the machine (alone, it has by 6 s); 180 s only guards a hang
+        if waited >= after_s and (after_s < LAST_KILL_S or seen or waited > 180):
+            break
         time.sleep(0.05)
     seen |= descendants(proc.pid)
-    if after_s >= 6.0:
-        assert seen, "by 6 s the round has started its temporary server (else this kill point tests nothing)"
+    if after_s >= LAST_KILL_S:
+        assert seen, "the round started its temporary server before this kill (else this kill point tests nothing)"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     gone = time.monotonic() + 20

@@ -1,9 +1,7 @@
-"""Review-loop fixtures: a real temporary Prefect server for the session, and small synthetic
-lakes whose boundary claims and their review costs are known exactly.
+"""Review-loop fixtures: small synthetic lakes whose boundary claims and their review costs are
+known exactly.
 
-The Prefect server is the session harness of tests/flows when it is already up (the harness
-sets the API URL in Prefect's settings context, never in the environment); otherwise this
-folder starts its own (``PREFECT_HOME`` is a temporary folder, see tests/conftest.py), with the
+The Prefect server is the session's ``prefect_server`` (tests/conftest.py), started with the
 first test that asks for it (``pytest.mark.usefixtures("prefect_server")``): the pure unit
 tests of this folder never start one.
 
@@ -17,10 +15,9 @@ prior unit, so its embedding distance to the nearest prior is 0 and its review c
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import polars as pl
 import pytest
@@ -28,7 +25,7 @@ import pytest
 from flows.params import StageParams
 from flows.reviewers import register, sign_verdict_file
 from storage.lake import Lake
-from tests.storage.conftest import make_bucket, s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+from tests.storage.conftest import make_bucket  # noqa: F401
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 DOC = "d1"
@@ -44,19 +41,6 @@ UNITS = {  # atomic claims of the priors (the "prior units" of review costs and 
 }
 CLAIMS = {"c:1": UNITS["u1"][1], "c:2": UNITS["u2"][1], "c:3": UNITS["u3"][1], "c:4": UNITS["u4"][1]}
 RESPONSE = " ".join(CLAIMS.values())
-
-
-@pytest.fixture(scope="session")
-def prefect_server() -> Iterator[None]:
-    """The session's Prefect server: tests/flows' harness when it is running, else our own."""
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    if PREFECT_API_URL.value() and PREFECT_API_URL.value() != os.environ.get("PREFECT_API_URL"):
-        yield
-        return
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 def scores(round_id: int, claim_ids: list[str] | None = None, doc: str = DOC) -> pl.DataFrame:

@@ -1,16 +1,16 @@
-"""Lake fixtures: a local lake in a temporary folder, and an S3 lake on a moto server that the
-tests start on 127.0.0.1 (a free port, dummy credentials), reached through the same code path
-as real S3."""
+"""Lake fixtures: a local lake in a temporary folder, and an S3 lake on the session's moto server
+(``s3_endpoint``, tests/conftest.py: 127.0.0.1, a free port, dummy credentials), reached through
+the same code path as real S3."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
 
 import boto3
 import pytest
@@ -18,44 +18,7 @@ import pytest
 from storage.backup import backup_lake, open_location
 from storage.config import LakeConfig
 from storage.lake import Lake
-
-DUMMY_AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-
-
-MOTO_CHILD = (
-    "import sys, time; from moto.server import ThreadedMotoServer;"
-    "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False); s.start();"
-    "print('%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()"
-)
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server (``ThreadedMotoServer``) on a free loopback port, with dummy
-    credentials in the environment (inherited by writer subprocesses). It runs in a child
-    process: some delta-rs calls hold the GIL while waiting for S3, which would stall a server
-    thread of the test process itself."""
-    saved = {k: os.environ.get(k) for k in DUMMY_AWS_ENV}
-    os.environ.update(DUMMY_AWS_ENV)
-    server = subprocess.Popen([sys.executable, "-c", MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        yield f"http://{server.stdout.readline().strip()}"
-    finally:
-        server.kill()
-        server.wait(timeout=30)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+from tests.conftest import DUMMY_AWS_ENV  # noqa: F401  (here before the moto server fixture moved to tests/conftest.py)
 
 
 def make_bucket(endpoint: str) -> str:
@@ -105,3 +68,23 @@ def back_up_while(process: subprocess.Popen, lake: Lake, folder: Path, *, limit:
         if process.poll() is None:
             process.kill()
     return backups, err
+
+
+@pytest.fixture(scope="session")
+def demo_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``grace demo`` on the bundled papers (real flows on a temporary Prefect server, the offline
+    models, the verifier as reviewer), run once per session: a lake after two rounds. Copy it
+    (:func:`copy_lake`), never change it; tests/worker_groups.py keeps its users on one worker."""
+    root = tmp_path_factory.mktemp("demo-lake") / "lake"
+    env = {**os.environ, "GRACE_HALLUCINATION_RATE": "0.2"}  # the demo's rate, for the rounds run after it
+    env.pop("PREFECT_API_URL", None)  # the demo runs its own temporary server
+    done = subprocess.run([str(Path(sys.executable).with_name("grace")), "demo", "--lake", str(root)], capture_output=True,
+                          text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def copy_lake(template: Path, dest: Path) -> Path:
+    """A lake of the test's own at ``dest``: a copy of ``template`` (its catalog, which names the
+    template's files, is rebuilt by the first query that finds it moved)."""
+    return Path(shutil.copytree(template, dest, symlinks=True))

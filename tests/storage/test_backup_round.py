@@ -18,7 +18,7 @@ from storage.backup import open_location, restore_lake
 from storage.check import check_lake
 from storage.config import LakeConfig
 from storage.lake import Lake
-from tests.storage.conftest import back_up_while
+from tests.storage.conftest import back_up_while, copy_lake
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -40,9 +40,8 @@ def round_keys(lake: Lake, round_id: int) -> set[str]:
     return {k for k, r in lake.log.records().items() if r.round == round_id}
 
 
-def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(tmp_path: Path) -> None:
-    source = tmp_path / "lake"
-    subprocess.run([GRACE, "demo", "--lake", str(source)], check=True, capture_output=True, env=environment(), timeout=900)
+def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(demo_lake_template: Path, tmp_path: Path) -> None:
+    source = copy_lake(demo_lake_template, tmp_path / "lake")  # `grace demo`'s lake, run once per session
     config = LakeConfig(lake=str(source))
     lake = Lake.open(config)
     before = round_keys(lake, 3)

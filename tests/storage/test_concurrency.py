@@ -54,7 +54,7 @@ def test_concurrent_ingests_of_overlapping_batches_store_each_document_once(lake
     go = tmp_path / "go"
     procs = [subprocess.Popen([*WRITER, "ingest", lake_config.model_dump_json(), str(b), str(go)], cwd=REPO,
                               stdout=subprocess.PIPE, text=True) for b in batches]
-    time.sleep(3)  # all three have imported and opened the lake
+    assert [p.stdout.readline().strip() for p in procs] == ["WAITING"] * 3  # all three have imported and opened the lake
     go.touch()
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
@@ -111,7 +111,7 @@ def test_racing_writers_with_one_id_in_two_versions_one_wins_the_other_fails_cle
     go = tmp_path / "go"
     procs = [subprocess.Popen([*WRITER, "ingest", lake_config.model_dump_json(), str(f), str(go)], cwd=REPO,
                               stdout=subprocess.PIPE, text=True) for f in files]
-    time.sleep(3)
+    assert [p.stdout.readline().strip() for p in procs] == ["WAITING"] * 2  # both have imported and opened the lake
     go.touch()
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert sorted(p.returncode for p in procs) == [0, 3], outs

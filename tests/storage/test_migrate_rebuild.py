@@ -3,7 +3,7 @@ real two-round demo lake, without the tables later versions derive as rounds set
 every view and the report as the lake it came from, and its next round changes no past row and
 runs as the original's does.
 
-The source is `grace demo` on the bundled papers (real flows on a temporary Prefect server, the
+The source is `grace demo` on the bundled papers (the session's ``demo_lake_template``, copied) (real flows on a temporary Prefect server, the
 offline models, the verifier as reviewer); tests/storage/old_format.py writes it back in the
 earlier format, commit by commit, from the tables' own Delta logs.
 """
@@ -23,6 +23,7 @@ from flows.lake_report import report_files
 from storage.config import LakeConfig
 from storage.lake import Lake
 from tests.grace_cli import run_grace
+from tests.storage.conftest import copy_lake
 from tests.storage.old_format import DERIVED, downgrade
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -45,10 +46,10 @@ def rows(lake: Path, view: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def lakes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def lakes(demo_lake_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the demo lake after two rounds, the same lake written in the earlier format)."""
     root = tmp_path_factory.mktemp("migrate-rebuild")
-    grace_process("demo", "--lake", str(root / "demo"))
+    copy_lake(demo_lake_template, root / "demo")
     assert downgrade(root / "demo", root / "old") > 10
     return root / "demo", root / "old"
 

@@ -8,8 +8,8 @@
 - ``pause KEY AT``: commits one unit under KEY but stops at AT, prints ``READY`` and sleeps
   until killed: ``table-2`` after its first table's Delta commit, before the second;
   ``record`` after every table, before the commit-log record;
-- ``ingest FILE GO``: waits until the file GO exists, then ingests the batch FILE; prints the
-  report, or ``REFUSED: <error>`` and exits 3;
+- ``ingest FILE GO``: once it has opened the lake, prints ``WAITING`` and waits until the file
+  GO exists, then ingests the batch FILE; prints the report, or ``REFUSED: <error>`` and exits 3;
 - ``ingest-held FILE GO``: ingests FILE, but once its documents were checked against the stored
   ones (on the snapshot its append must commit on), prints ``READY`` and waits for GO before writing.
 
@@ -84,6 +84,7 @@ def main() -> None:
     elif mode in ("ingest", "ingest-held"):
         batch, go = Path(sys.argv[3]), Path(sys.argv[4])
         if mode == "ingest":
+            print("WAITING", flush=True)  # imported and opened the lake
             _wait_for(go)
         else:
             real_refuse, held = delta_tables._refuse_conflicts, []

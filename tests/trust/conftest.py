@@ -108,19 +108,3 @@ def small_lake(small_lake_template: Path, tmp_path: Path) -> Lake:
     which names the template's files, is rebuilt by the first query that finds it moved)."""
     root = shutil.copytree(small_lake_template, tmp_path / "lake", symlinks=True)
     return Lake.open(LakeConfig(lake=str(root)))
-
-
-@pytest.fixture(scope="session")
-def prefect_server():
-    """A real temporary Prefect server for the tests of real rounds (tests/flows' or
-    tests/review's harness when one is already up in this session)."""
-    import os
-
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    if PREFECT_API_URL.value() and PREFECT_API_URL.value() != os.environ.get("PREFECT_API_URL"):
-        yield
-        return
-    with prefect_test_harness(server_startup_timeout=180):
-        yield

@@ -11,7 +11,7 @@ import pytest
 
 from flows.review import deferred_claims, dispatch_reviews
 from flows.score import metrics_markdown
-from tests.review.conftest import CLAIMS, DOC, T0, local_lake, prefect_server, reviewers, stage  # noqa: F401 (fixtures)
+from tests.review.conftest import CLAIMS, DOC, T0, local_lake, reviewers, stage  # noqa: F401 (fixtures)
 
 METRICS = pl.DataFrame([{
     "round": 3, "n_documents": 1200, "n_claims": 24_000, "n_grounded": 15_000, "n_boundary": 5_000, "n_refuted": 4_000,
