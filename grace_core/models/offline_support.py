@@ -58,7 +58,13 @@ class SupportScorer:
         threading.Thread(target=self._prefetch_units, args=(list(sources),), name="grace-units").start()
 
     def _prefetch_units(self, sources: list[str]) -> None:
-        units = list(dict.fromkeys(u for s in sources for u in source_units(s)))
+        """Only a head start: sources that cannot be cut into units (a broken document) are left
+        to :meth:`similarities`, which meets the same error in the caller's thread, where the
+        document is left out and named; here it would be an unhandled thread exception."""
+        try:
+            units = list(dict.fromkeys(u for s in sources for u in source_units(s)))
+        except (TypeError, ValueError):
+            return
         if units:
             self.embedder.prefetch(units)
 

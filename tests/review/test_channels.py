@@ -118,10 +118,11 @@ def test_file_channel_on_a_local_lake(tmp_path: Path, local_lake: Lake, reviewer
     state = ingest_verdicts(stage(local_lake, 2), return_state=True)  # run on its own: Failed, naming the refused file
     assert state.is_failed() and "1 verdict file(s) refused whole" in state.message and "notes.txt: quarantined: " in state.message
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:  # the quarantined file is listed where the run shows it, not only logged
-        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["grace-verdict-problems"])), limit=1)
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(  # this run's: the server is the session's
+            key=ArtifactFilterKey(any_=["grace-verdict-problems"]), flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
     assert "notes.txt: quarantined: " in artifact.data
     assert sorted(p.name for p in inbox.iterdir()) == []
     (processed,) = (Path(local_lake.uri) / "review" / "processed").iterdir()
