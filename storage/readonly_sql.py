@@ -28,7 +28,8 @@ alike); the first stops every write:
    without them (:func:`storage.catalog_seal.table_folders`).
 
 A timer interrupts a statement that runs longer than the timeout; a result larger than the
-memory limit is refused instead of being gathered. Every refusal or failure is one line
+memory limit is refused instead of being gathered (a table shown to a person reads only its
+first rows and DuckDB's count of the rest: :class:`QueryResult`). Every refusal or failure is one line
 (:class:`ReadOnlyQuery`, :class:`QueryFailed`).
 
 A query a person typed (``grace sql``) runs in a child process of its own
@@ -271,6 +272,10 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
     return con
 
 
+def _too_large(config: LakeConfig) -> QueryFailed:
+    return QueryFailed(f"the result is larger than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): add a LIMIT or aggregate")
+
+
 def _arrow_result(relation: duckdb.DuckDBPyRelation, config: LakeConfig) -> pa.Table:
     """The rows of ``relation`` as Arrow, refused when larger than ``config``'s memory limit."""
     import pyarrow as pa  # here: a query whose result is printed (grace sql) needs no Arrow
@@ -281,10 +286,7 @@ def _arrow_result(relation: duckdb.DuckDBPyRelation, config: LakeConfig) -> pa.T
     for batch in reader:
         size += batch.nbytes
         if size > limit:
-            raise QueryFailed(
-                f"the result is larger than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): "
-                "add a LIMIT or aggregate"
-            )
+            raise _too_large(config)
         batches.append(batch)
     return pa.Table.from_batches(batches, schema=reader.schema)
 
@@ -328,7 +330,7 @@ class QueryResult:
         self._cursor = self._con.execute(self._statement)
 
     def too_large(self) -> QueryFailed:
-        return QueryFailed(f"the result is larger than {self._config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): add a LIMIT or aggregate")
+        return _too_large(self._config)
 
 
 def run_readonly(
