@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,16 +66,43 @@ def _die_with_parent() -> None:
         pass
 
 
+def _reserved_port() -> socket.socket:
+    """A loopback TCP socket bound to a port the kernel chose and nobody else can take, not yet
+    listening (a connection to it is refused until the server listens, once it is ready)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 def _temporary_server():
-    """Prefect's temporary server whose process gets :func:`_die_with_parent` (Prefect's own
-    command line, environment and start-up checks; only the spawn gains the ``preexec_fn``)."""
+    """Prefect's temporary server whose process gets :func:`_die_with_parent` and serves on a
+    socket bound here (Prefect's own environment and start-up checks otherwise).
+
+    Prefect picks a random port in 8000–8999 that was free a moment before and lets uvicorn bind
+    it seconds later: another server (a second command, a test's) could take it in between, and
+    Prefect's health check then reached that other server and took it for its own. Here the port
+    is bound before the server starts and handed to uvicorn as an open socket (``--fd``), so the
+    URL can only ever reach this command's server."""
     from prefect.server.api.server import SubprocessASGIServer
 
     class DiesWithParent(SubprocessASGIServer):
         def _run_uvicorn_command(self) -> subprocess.Popen:
+            sock = _reserved_port()
+            self.port = sock.getsockname()[1]
             spawn = subprocess.Popen
-            with mock.patch.object(subprocess, "Popen", lambda *a, **kw: spawn(*a, preexec_fn=_die_with_parent, **kw)):
-                return super()._run_uvicorn_command()
+
+            def on_socket(*args, **kwargs) -> subprocess.Popen:
+                argv = list(kwargs.pop("args", args[0] if args else []))
+                at = argv.index("--host")
+                del argv[at:at + 4]  # --host 127.0.0.1 --port N
+                argv[at:at] = ["--fd", str(sock.fileno())]
+                return spawn(argv, preexec_fn=_die_with_parent, pass_fds=(sock.fileno(),), **kwargs)
+
+            try:
+                with mock.patch.object(subprocess, "Popen", on_socket):
+                    return super()._run_uvicorn_command()
+            finally:
+                sock.close()  # the server holds its own copy
 
     return DiesWithParent()
 

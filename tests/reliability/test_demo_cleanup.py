@@ -1,4 +1,5 @@
-"""A killed ``grace demo`` leaves no Prefect server running (issue 11, item 7).
+"""A killed ``grace demo`` leaves no Prefect server running (issue 11, item 7), and the temporary
+server a command starts is the one its URL reaches.
 
 ``grace demo`` runs as a subprocess with no ``PREFECT_API_URL``, so it starts its temporary
 Prefect server; once the demo has printed that server's address (the server answers), the test
@@ -14,11 +15,14 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+import prefect
 import psutil
 import pytest
 
@@ -92,3 +96,42 @@ def test_a_killed_demo_leaves_no_server_running(sig: signal.Signals, tmp_path: P
     assert proc.returncode != 0
     assert not still_answering, f"the server at {api_url} still answers after {sig.name}"
     assert not survivors, f"processes of the demo survive {sig.name}: {survivors}; stderr:\n{stderr[-2000:]}"
+
+
+class Impostor(BaseHTTPRequestHandler):
+    """Another server on the port Prefect would have picked: answers every GET with 200."""
+
+    def do_GET(self) -> None:
+        body = b'"impostor"'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_temporary_server_url_reaches_the_commands_own_server_when_another_holds_prefects_port(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefect picks a port that was free a moment before the server binds it; a server started in
+    between (the CI failure of stop 41: another command's) answered the health check in its place.
+    Here Prefect is made to pick a port another server already holds."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.prefect_server import prefect_api
+
+    impostor = ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    taken = impostor.server_address[1]
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    monkeypatch.setattr(SubprocessASGIServer, "find_available_port", lambda self: taken)
+    try:
+        with temporary_settings(restore_defaults={PREFECT_API_URL}), prefect_api() as (api_url, temporary):
+            assert temporary
+            assert f":{taken}/" not in api_url
+            assert httpx.get(f"{api_url}/admin/version", timeout=10).json() == prefect.__version__
+        assert not answers(api_url), "the command's server stops with the command"
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
