@@ -86,6 +86,10 @@ def _temporary_server():
     from prefect.server.api.server import SubprocessASGIServer
 
     class DiesWithParent(SubprocessASGIServer):
+        _instances = {}  # Prefect keeps one server per port in a registry its subclasses share:
+        # without a registry of its own, this would be handed (and would stop) a server of Prefect's
+        # own already running in the process under the same key (None: "any port")
+
         def _run_uvicorn_command(self) -> subprocess.Popen:
             sock = _reserved_port()
             self.port = sock.getsockname()[1]

@@ -126,12 +126,17 @@ def test_the_temporary_server_url_reaches_the_commands_own_server_when_another_h
     taken = impostor.server_address[1]
     threading.Thread(target=impostor.serve_forever, daemon=True).start()
     monkeypatch.setattr(SubprocessASGIServer, "find_available_port", lambda self: taken)
+    # A server of Prefect's own registered in the process (as the test harness's is): not ours to use or stop.
+    monkeypatch.setattr(SubprocessASGIServer, "_instances", {})
+    bystander = SubprocessASGIServer()
     try:
         with temporary_settings(restore_defaults={PREFECT_API_URL}), prefect_api() as (api_url, temporary):
             assert temporary
             assert f":{taken}/" not in api_url
             assert httpx.get(f"{api_url}/admin/version", timeout=10).json() == prefect.__version__
+            assert not bystander.running
         assert not answers(api_url), "the command's server stops with the command"
+        assert SubprocessASGIServer._instances == {None: bystander}
     finally:
         impostor.shutdown()
         impostor.server_close()
