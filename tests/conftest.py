@@ -5,15 +5,19 @@ them (the folder ``GRACE_DATA_DIR`` names), are only read by the tests that ask 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-# Prefect reads its home at import: every test run gets its own, never the user's ~/.prefect.
+# Prefect reads its home at import: every test run gets its own, never the user's ~/.prefect,
+# removed when the process ends (the session's Prefect server is stopped before).
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="grace-prefect-home-")
+atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # The offline embedder runs float32 in the tests, whatever the CPU: "auto" would pick bfloat16
 # where the CPU has it, and the labels tests assert would then depend on the CI machine (its
