@@ -96,10 +96,10 @@ def _temporary_server():
             spawn = subprocess.Popen
 
             def on_socket(*args, **kwargs) -> subprocess.Popen:
-                argv = list(kwargs.pop("args", args[0] if args else []))
-                at = argv.index("--host")
-                del argv[at:at + 4]  # --host 127.0.0.1 --port N
-                argv[at:at] = ["--fd", str(sock.fileno())]
+                given = list(kwargs.pop("args", args[0] if args else []))
+                argv = [a for i, a in enumerate(given)  # Prefect's command line without --host H --port N
+                        if a not in ("--host", "--port") and (i == 0 or given[i - 1] not in ("--host", "--port"))]
+                argv += ["--fd", str(sock.fileno())]
                 return spawn(argv, preexec_fn=_die_with_parent, pass_fds=(sock.fileno(),), **kwargs)
 
             try:

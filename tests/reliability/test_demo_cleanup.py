@@ -115,7 +115,7 @@ class Impostor(BaseHTTPRequestHandler):
 def test_the_temporary_server_url_reaches_the_commands_own_server_when_another_holds_prefects_port(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Prefect picks a port that was free a moment before the server binds it; a server started in
-    between (the CI failure of stop 41: another command's) answered the health check in its place.
+    between (another command's, as in a CI run) answered the health check in its place.
     Here Prefect is made to pick a port another server already holds."""
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
