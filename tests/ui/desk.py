@@ -118,21 +118,28 @@ def wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float)
         time.sleep(0.5)
 
 
-def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | None = None, button: str = "Submit") -> None:
+def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | None = None, button: str = "Submit",
+           refill=None) -> None:
     """Click ``form``'s ``button`` and wait until ``done()``. The UI posts once; when the server
-    was busy (a 503 while SQLite is locked) it shows an error and stays on the form, and a person
-    clicks again: so does the test, once, after 20 s. After 90 s it fails with what the page says
-    (and the end of ``log``)."""
+    was busy (a 503 while SQLite is locked) it shows an error, and a person tries again: so does
+    the test, once, after 20 s: on the same form if it is still open, else on the one
+    ``refill()`` opens and fills again (a form that closed without its answer reaching the
+    server). After 90 s it fails with the page's messages (its toasts), what the page says and
+    the end of ``log``."""
     form.get_by_role("button", name=button).click()
     started, again = time.monotonic(), False
     while not done():
         waited = time.monotonic() - started
-        if not again and waited > 20 and form.get_by_role("button", name=button).count():
+        if not again and waited > 20:
             shot(again_shot)
+            if not form.get_by_role("button", name=button).count() and refill:
+                form = refill()
             form.get_by_role("button", name=button).click()
             again = True
-        assert waited < 90, (f"{failure}; the page says: {page.locator('body').inner_text()[-800:]}"
-                             + (f"\n{log.read_text()[-3000:]}" if log else ""))
+        if waited >= 90:
+            toasts = page.locator(".p-toast").all_inner_texts()
+            pytest.fail(f"{failure} after {waited:.0f} s; the page's messages: {toasts}; the page says: "
+                        f"{page.locator('body').inner_text()[-800:]}" + (f"\n{log.read_text()[-3000:]}" if log else ""))
         time.sleep(0.5)
 
 

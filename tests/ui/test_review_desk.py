@@ -153,10 +153,13 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         page.screenshot(path=str(screens / "07a-review-form-viewport.png"))  # what the reviewer sees first, at 1366×768
 
         # submitted with nothing answered: not the end of the packet, the same form again saying so
-        key_field = dialog.locator(".schema-form-property", has=page.get_by_text("Reviewer key", exact=True))
-        key_field.locator("textarea").fill(key)
-        submit(page, dialog, lambda: api.call(f"/flow_runs/{packet}")["state"]["state_details"].get("run_input_keyset") != first,
-               "the empty form left the run paused", shot, "07b-empty-form-again", log=serve_log)
+        def keyed(dialog):
+            """The dialog with the reviewer's key typed (the V1 UI has no password field: a text box)."""
+            dialog.locator(".schema-form-property", has=page.get_by_text("Reviewer key", exact=True)).locator("textarea").fill(key)
+            return dialog
+
+        submit(page, keyed(dialog), lambda: api.call(f"/flow_runs/{packet}")["state"]["state_details"].get("run_input_keyset") != first,
+               "the empty form left the run paused", shot, "07b-empty-form-again", log=serve_log, refill=lambda: keyed(resume_dialog()))
         second = api.form_of(packet, timeout=120, log=serve_log, after=first)
         assert api.call(f"/flow_runs/{packet}")["state"]["type"] == "PAUSED"
         dialog = resume_dialog()
@@ -177,8 +180,7 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         options.filter(has_text="reject").click()
         assert select.inner_text() == "reject"
         dialog.locator("textarea").first.fill(NOTE)
-        key_field = dialog.locator(".schema-form-property", has=page.get_by_text("Reviewer key", exact=True))
-        key_field.locator("textarea").fill(key)  # the V1 UI has no password field: a text box
+        keyed(dialog)
         shot("09-review-form-filled")
         submit(page, dialog, lambda: api.call(f"/flow_runs/{packet}")["state"]["state_details"].get("run_input_keyset") != second,
                "the Resume form left the run paused", shot, "09b-review-form-again", log=tmp_path / "server.log")
