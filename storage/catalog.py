@@ -248,8 +248,14 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeStat
     None: an empty file; a table with :data:`PRIVATE_COLUMNS` is copied, not viewed), or only the
     views and ``lake_files`` rows of the tables whose version differs from ``shown`` replaced (the derived views name the table views, so DuckDB binds
     them to the new ones at query time); then sealed with ``key`` (:func:`~storage.catalog_seal.seal`). Returns
-    the state row it sealed (:data:`~storage.catalog_seal.STATE_COLUMNS`)."""
-    changed = [spec for spec in TABLES.values() if shown is None or shown.get(spec.name) != state.versions.get(spec.name)]
+    the state row it sealed (:data:`~storage.catalog_seal.STATE_COLUMNS`). A table counts as
+    changed when its data files differ too: a lake made again at the same place reaches the same
+    versions with other files."""
+    listed = {} if shown is None else dict(
+        con.execute(f"SELECT table_name, list(path ORDER BY path) FROM {FILES_TABLE} GROUP BY table_name").fetchall())
+    changed = [spec for spec in TABLES.values()
+               if shown is None or shown.get(spec.name) != state.versions.get(spec.name)
+               or listed.get(spec.name, []) != sorted(f.uri for f in state.table(spec.name).files)]
     for spec in changed:
         kind = "TABLE" if spec.name in PRIVATE_COLUMNS else "VIEW"  # a copy: the sandbox cannot open its files
         con.execute(f'CREATE OR REPLACE {kind} "{spec.name}" AS {table_view_sql(spec, state.table(spec.name))}')

@@ -130,9 +130,15 @@ class LakeState:
 
     @property
     def state_id(self) -> str:
-        """A hash of the table versions: equal ids mean equal lake contents."""
-        text = ";".join(f"{t.name}={t.version}" for t in self.tables) + f"|as_of={self.as_of_round}"
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        """A hash of the table versions and the data files each names: equal ids mean equal lake
+        contents. The files count, not only the versions: a lake removed and made again at the
+        same place reaches the same versions with other files (each named by a new UUID, never
+        rewritten), and a catalog of the first must not be served for it."""
+        digest = hashlib.sha256(f"as_of={self.as_of_round}".encode())
+        for t in self.tables:
+            digest.update(f"|{t.name}={t.version}:".encode())
+            digest.update("\n".join(f.uri for f in t.files).encode())
+        return digest.hexdigest()[:32]
 
     def table(self, name: str) -> TableState:
         for t in self.tables:

@@ -6,7 +6,6 @@ Dask cluster."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pickle
 import subprocess
@@ -22,7 +21,6 @@ import polars as pl
 import pytest
 from dask.utils import key_split
 from distributed import Client, LocalCluster, get_task_stream
-from moto.server import ThreadedMotoServer
 from prefect import flow, task
 from prefect.cache_policies import NONE
 from prefect.client.orchestration import get_client
@@ -33,13 +31,10 @@ from flows.ingest import ingest_batch
 from flows.params import IngestParams, RoundParams
 from flows.settings import GraceSettings, build_settings
 from storage.lake import Lake
-from tests.conftest import REPO
+from tests.conftest import DUMMY_AWS_ENV, REPO
+from tests.storage.conftest import make_bucket
 
 COMMON = dict(prior_sections=["Abstract", "Introduction"], hallucination_rate=0.2, budget=3.0)
-DUMMY_AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-}
 
 
 @pytest.fixture
@@ -118,32 +113,26 @@ def test_a_round_runs_its_chunk_tasks_on_a_dask_cluster(tmp_path: Path, one_pape
 
 
 @pytest.fixture
-def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A moto S3 server on a free loopback port, with dummy credentials in the environment."""
-    for name, value in DUMMY_AWS_ENV.items():
-        monkeypatch.setenv(name, value)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+def bucket(s3_endpoint: str) -> str:
+    """A new empty bucket on the session's moto server (tests/conftest.py: a child process, so a
+    delta-rs call holding the GIL while it waits for S3 never stalls the server)."""
+    return make_bucket(s3_endpoint)
 
 
 @pytest.mark.usefixtures("prefect_server")
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_a_round_on_a_lake_in_s3(tmp_path: Path, one_paper: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_round_on_a_lake_in_s3(tmp_path: Path, one_paper: Path, s3_endpoint: str, bucket: str,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
-    s3.create_bucket(Bucket="grace")
-    s3.upload_file(str(one_paper), "grace", "batches/one-paper.jsonl")
+    s3.upload_file(str(one_paper), bucket, "batches/one-paper.jsonl")
     monkeypatch.setenv("GRACE_S3_ENDPOINT_URL", s3_endpoint)
     monkeypatch.setenv("GRACE_CATALOG_CACHE", str(tmp_path / "catalogs"))
-    lake = "s3://grace/team/lake"
-    ingest_batch(IngestParams(batch="s3://grace/batches/one-paper.jsonl", lake=lake, **COMMON))
+    lake = f"s3://{bucket}/team/lake"
+    ingest_batch(IngestParams(batch=f"s3://{bucket}/batches/one-paper.jsonl", lake=lake, **COMMON))
     expansion_round(RoundParams(round_id=1, lake=lake, **COMMON))
     assert_round_one_is_in(Lake.open(build_settings(lake=lake)))
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="grace", Prefix="team/lake/")["Contents"]]
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="team/lake/")["Contents"]]
     assert any(k.endswith(".parquet") and "/claims/" in k for k in keys)
 
 
@@ -186,7 +175,7 @@ def dask_cluster(tmp_path: Path, env: dict[str, str], n_workers: int = 2) -> Ite
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_round_on_a_dask_cluster_of_separate_processes_with_the_lake_in_s3(
-    tmp_path: Path, one_paper: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, one_paper: Path, s3_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``dask scheduler`` and two ``dask worker`` processes on loopback, the lake on S3 (moto),
     the round's chunk tasks on the cluster through ``GRACE_DASK_ADDRESS``: the same scores as the
@@ -194,8 +183,7 @@ def test_a_round_on_a_dask_cluster_of_separate_processes_with_the_lake_in_s3(
     from prefect.settings import PREFECT_API_URL
 
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
-    s3.create_bucket(Bucket="grace")
-    s3.upload_file(str(one_paper), "grace", "batches/one-paper.jsonl")
+    s3.upload_file(str(one_paper), bucket, "batches/one-paper.jsonl")
     monkeypatch.setenv("GRACE_S3_ENDPOINT_URL", s3_endpoint)
     monkeypatch.setenv("GRACE_CATALOG_CACHE", str(tmp_path / "catalogs"))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}, **DUMMY_AWS_ENV,
@@ -203,16 +191,16 @@ def test_a_round_on_a_dask_cluster_of_separate_processes_with_the_lake_in_s3(
            "GRACE_CATALOG_CACHE": str(tmp_path / "worker-catalogs"), "OMP_NUM_THREADS": "1"}
 
     def round_one(lake: str) -> pl.DataFrame:
-        ingest_batch(IngestParams(batch="s3://grace/batches/one-paper.jsonl", lake=lake, **COMMON))
+        ingest_batch(IngestParams(batch=f"s3://{bucket}/batches/one-paper.jsonl", lake=lake, **COMMON))
         expansion_round(RoundParams(round_id=1, lake=lake, **COMMON))
         scores = Lake.open(build_settings(lake=lake)).read("scores", rounds=[1])
         return scores.drop("round").sort("doc_id", "claim_id")
 
-    threads = round_one("s3://grace/threads/lake")
+    threads = round_one(f"s3://{bucket}/threads/lake")
     with dask_cluster(tmp_path, env) as address:
         monkeypatch.setenv("GRACE_DASK_ADDRESS", address)
         with Client(address) as client, get_task_stream(client) as stream:
-            on_cluster = round_one("s3://grace/dask/lake")
+            on_cluster = round_one(f"s3://{bucket}/dask/lake")
             workers = set(client.scheduler_info()["workers"])
     ran = Counter(key_split(t["key"]) for t in stream.data)
     assert ran == Counter({"build_chunk": 1, "score_chunk": 1})  # the chunk tasks ran on the cluster's worker processes

@@ -252,6 +252,40 @@ def test_a_catalog_put_back_from_an_older_state_is_rebuilt_before_a_query(local_
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
 
 
+def remove_lake(config: LakeConfig) -> None:
+    """Every file of the lake of ``config`` gone (a local folder, or every object under the S3
+    prefix); its cached catalogs (an S3 lake's, a time-travel one) stay where they are."""
+    if not config.lake.startswith("s3://"):
+        shutil.rmtree(config.lake)
+        return
+    import boto3
+
+    bucket, _, prefix = config.lake.removeprefix("s3://").partition("/")
+    s3 = boto3.client("s3", endpoint_url=config.s3_endpoint_url, region_name="us-east-1")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+        for obj in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=obj["Key"])
+
+
+def test_another_lake_at_the_same_place_with_the_same_versions_is_queried_as_it_is(lake_config: LakeConfig) -> None:
+    """A lake removed and made again where it was, up to the same table versions, is another
+    lake: a catalog of the first (kept in the catalog cache for an S3 lake, in the private
+    folder for time travel) must not be served for it, neither now nor as of a round."""
+    count = "SELECT count(*) AS n FROM claims"
+    first = Lake.open(lake_config)
+    first.commit("round1", {"claims": claims(1, 5, 1)})
+    assert first.query(count)["n"][0] == 5 and first.query(count, as_of_round=1)["n"][0] == 5
+    versions = first.state().versions
+    remove_lake(lake_config)
+    forget_shown()  # another process, as a new `grace sql` is
+    second = Lake.open(lake_config)
+    second.commit("round1", {"claims": claims(1, 7, 1, prefix="n")})
+    assert second.state().versions == versions
+    assert second.query(count)["n"][0] == 7
+    assert second.query(count, as_of_round=1)["n"][0] == 7
+    assert sorted(second.query("SELECT claim_id FROM claims")["claim_id"]) == [f"n{i}" for i in range(7)]
+
+
 def test_s3_catalog_lives_in_the_cache_and_names_s3_urls(s3_config: LakeConfig) -> None:
     lake = Lake.open(s3_config)
     lake.commit("c", {"claims": claims(2, 5, 1)})
