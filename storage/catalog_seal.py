@@ -4,11 +4,11 @@ A catalog (:mod:`storage.catalog`) is **sealed**: its state row (the lake, the s
 the code that built it, a listing of the lake's Delta logs) and an HMAC-SHA256 (RFC 2104) of
 what it serves, under a secret kept beside it (:data:`SEAL_KEY_FILE`). This module reads and
 checks that seal, and answers the question every ``grace sql`` asks first: is the lake's own
-catalog current? For a local lake it is when its seal verifies, this code built it, and the
-lake's Delta logs list exactly as they did when the lake state it shows was read
-(:func:`lake_fingerprint`, taken before that read). Nothing of a table is read to know it:
-a listing of a few folders, no Delta reader, polars or pyarrow (:func:`current_catalog`), so
-``grace sql`` answers in a third of a second. Any difference (a commit since, a table's log
+catalog current? It is when its seal verifies, this code built it, and the lake's Delta logs
+list exactly as they did when the lake state it shows was read (:func:`lake_fingerprint`, taken
+before that read). Nothing of a table is read to know it: a listing of a few folders (on S3, one
+listing per table's log), no Delta reader, polars or pyarrow (:func:`current_catalog`), so
+``grace sql`` answers in a third of a second on a local lake. Any difference (a commit since, a table's log
 removed, rolled back or rewritten, another lake at the path) sends the caller the long way:
 :class:`storage.lake.Lake` reads the lake, refuses one that lost a table, and rebuilds the
 catalog.
@@ -24,13 +24,14 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from stat import S_ISREG
 
 import duckdb
 
 from grace_core.errors import LakeError
-from storage.filesystem import LocalStore
+from storage.filesystem import LocalStore, S3Store, Store
 
 STATE_TABLE = "_grace_catalog"
 SEAL_KEY_FILE = ".catalog-seal.key"
@@ -168,28 +169,51 @@ def code_id() -> str:
     return hashlib.sha256(b"".join(m.read_bytes() for m in modules)).hexdigest()[:16]
 
 
-def lake_fingerprint(store: LocalStore) -> str:
-    """A digest of how the Delta logs of the local lake ``store`` list (:data:`DELTA_LOGS`): the
-    names of their entries, and the size and modification time of each log's latest version
-    entry and ``_last_checkpoint``. Every commit, removal or rollback of a version, and every
-    rewrite of a latest entry, changes it. A folder of a few hundred names per log: about a
-    millisecond."""
+def lake_fingerprint(store: Store) -> str:
+    """A digest of how the Delta logs of the lake ``store`` list (:data:`DELTA_LOGS`): the names
+    of their entries, and the size and modification time (a local lake) or ETag (S3: a digest
+    of the content) of each log's latest version entry and ``_last_checkpoint``. Every commit,
+    removal or rollback of a version, and every rewrite of a latest entry, changes it. Local: a
+    folder of a few hundred names per log, about a millisecond. S3: one listing per log, eight
+    at a time."""
+    logs = _local_logs(store) if isinstance(store, LocalStore) else _listed_logs(store)
     digest = hashlib.sha256()
+    for folder, names, stats in logs:
+        latest = {n for n in names if _LATEST_LOG_ENTRY.match(n)}
+        latest = [n for n in names if n in latest][-1:] + [n for n in names if n == "_last_checkpoint"]
+        digest.update(json.dumps([folder, names, [(n, *stats(n)) for n in latest]]).encode())
+    return digest.hexdigest()[:32]
+
+
+def _local_logs(store: LocalStore) -> Iterator[tuple[str, list[str], Callable[[str], tuple]]]:
+    """Each Delta log folder of the local lake ``store`` (relative), its sorted entry names and
+    how to stat an entry (size, modification time; Nones when it is gone)."""
     for folder in sorted({p for pattern in DELTA_LOGS for p in store.root.glob(pattern)}):
         try:
             names = sorted(os.listdir(folder))
         except OSError:
             continue  # removed as it was listed: the names that follow differ, so does the digest
-        latest = [n for n in names if _LATEST_LOG_ENTRY.match(n)][-1:] + [n for n in names if n == "_last_checkpoint"]
-        stats = []
-        for name in latest:
+
+        def stats(name: str, folder: Path = folder) -> tuple:
             try:
                 st = (folder / name).stat()
-                stats.append((name, st.st_size, st.st_mtime_ns))
             except OSError:
-                stats.append((name, None, None))
-        digest.update(json.dumps([str(folder.relative_to(store.root)), names, stats]).encode())
-    return digest.hexdigest()[:32]
+                return (None, None)
+            return (st.st_size, st.st_mtime_ns)
+
+        yield str(folder.relative_to(store.root)), names, stats
+
+
+def _listed_logs(store: S3Store) -> list[tuple[str, list[str], Callable[[str], tuple]]]:
+    """Each Delta log folder of the S3 lake ``store``, its sorted entry names and their (size,
+    ETag), from one listing per folder (eight listings at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folders = sorted([f"tables/{name}/_delta_log" for name in store.subfolders("tables")] + ["_grace/commits/_delta_log"])
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        listed = list(pool.map(store.list_stats, folders))
+    return [(folder, sorted(entries), lambda name, entries=entries: entries[name])
+            for folder, entries in zip(folders, listed) if entries]
 
 
 def table_folders(tables_root: str, names: list[str] | tuple[str, ...]) -> list[str]:
@@ -200,7 +224,7 @@ def table_folders(tables_root: str, names: list[str] | tuple[str, ...]) -> list[
     return [f"{tables_root.rstrip('/')}/{name}/" for name in names if name not in PRIVATE_COLUMNS]
 
 
-def current_catalog(store: LocalStore) -> tuple[Path, list[str]] | None:
+def current_catalog(store: Store) -> tuple[Path, list[str]] | None:
     """The lake's own catalog, with the table folders a query of it may open, when it shows the
     lake as it is: its seal verifies (:func:`shown_state`), this code built it for this lake as it
     is now (not as of a round), and :func:`lake_fingerprint` is what it was when the state the

@@ -117,7 +117,7 @@ class TableState:
 class LakeState:
     """Every table at the version a reader sees; ``as_of_round`` when it is the lake as of
     the end of that round (time travel) rather than now. ``log_fingerprint``: how the lake's
-    Delta logs listed just before they were read (a local lake's current state,
+    Delta logs listed just before they were read (the lake's current state,
     :func:`storage.catalog_seal.lake_fingerprint`), which its catalog records."""
 
     tables: tuple[TableState, ...]

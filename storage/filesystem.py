@@ -266,17 +266,33 @@ class S3Store(Store):
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("write", rel, exc) from None
 
-    def list_names(self, rel_dir: str) -> list[str]:
+    def _listing(self, rel_dir: str) -> tuple[list[dict], list[str]]:
+        """The objects directly inside ``rel_dir`` (their listing entries, ``Key`` relative to it)
+        and the names of the folders there."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         prefix = self._key(rel_dir).rstrip("/") + "/"
-        names: list[str] = []
+        objects: list[dict] = []
+        folders: list[str] = []
         try:
             for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
-                names += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
+                objects += [o | {"Key": o["Key"][len(prefix):]} for o in page.get("Contents", [])]
+                folders += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
         except (BotoCoreError, ClientError) as exc:
             raise self._fail("list", rel_dir, exc) from None
-        return names
+        return objects, folders
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        return [o["Key"] for o in self._listing(rel_dir)[0]]
+
+    def list_stats(self, rel_dir: str) -> dict[str, tuple[int, str]]:
+        """Name → (size, ETag) of every object directly inside ``rel_dir``: an object rewritten
+        in place gets another ETag (S3's digest of its content)."""
+        return {o["Key"]: (o["Size"], o["ETag"]) for o in self._listing(rel_dir)[0]}
+
+    def subfolders(self, rel_dir: str) -> list[str]:
+        """Names of the folders directly inside ``rel_dir`` (the prefixes one ``/`` deeper)."""
+        return self._listing(rel_dir)[1]
 
     def any_file(self, rel_dir: str) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -75,7 +75,7 @@ class Lake:
         """Every table at its current version; :class:`LakeError` naming the table when one is
         older than the commit log says it is (:meth:`lost_tables`)."""
         # the listing first: a catalog of this state must not vouch for a commit that lands as it is read
-        fingerprint = lake_fingerprint(self.store) if isinstance(self.store, LocalStore) else None
+        fingerprint = lake_fingerprint(self.store)
         recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
         state = self.tables.state()
         self._refuse_lost(recorded, state.versions)

@@ -25,6 +25,8 @@ GRACE = [sys.executable, "-c", "from flows.cli import main\nmain()"]
 
 def grace_sql(lake: Lake, sql: str, *extra: str, profile: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRACE_")}
+    if lake.config.s3_endpoint_url:
+        env |= {"GRACE_S3_ENDPOINT_URL": lake.config.s3_endpoint_url, "GRACE_CATALOG_CACHE": str(lake.config.catalog_cache)}
     if profile:
         env["PYTHONPROFILEIMPORTTIME"] = "1"
     return subprocess.run([*GRACE, "sql", sql, "--lake", lake.uri, *extra], cwd=REPO, env=env, capture_output=True,
@@ -122,3 +124,54 @@ def test_time_travel_and_a_missing_lake_take_the_long_way(lake: Lake, tmp_path: 
     with pytest.raises(LakeError, match="no lake at"):
         sql_access(LakeConfig(lake=str(tmp_path / "nowhere")))
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.fixture
+def s3_lake(s3_config: LakeConfig) -> Lake:
+    lake = Lake.open(s3_config)
+    lake.commit("a", {"claims": claims(1, 5, 1)})
+    lake.commit("b", {"claims": claims(3, 3, 1, prefix="s")})
+    return lake
+
+
+@pytest.mark.slow
+def test_an_s3_lake_whose_catalog_is_current_is_queried_without_reading_a_table(s3_lake: Lake) -> None:
+    res = grace_sql(s3_lake, "SELECT count(*) AS n FROM claims", "--format", "csv", profile=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "n\n14\n"
+    modules = imported(res)
+    assert "storage.catalog_seal" in modules and "boto3" in modules
+    heavy = {"polars", "deltalake", "prefect", "torch", "storage.lake", "storage.delta_tables"}
+    assert {m for m in modules if m in heavy or m.split(".")[0] in heavy} == set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["a commit", "rewrite the latest entry", "remove the latest entry"])
+def test_an_s3_lake_changed_since_its_catalog_was_built_is_read_again(s3_lake: Lake, change: str) -> None:
+    """The S3 listing (names and ETags) shows every change the local listing shows: a commit that
+    rebuilt no catalog, a latest log entry rewritten in place, one removed (a lost table)."""
+    import boto3
+
+    before = lake_fingerprint(s3_lake.store)
+    assert current_catalog(s3_lake.store) is not None
+    store = s3_lake.store
+    s3 = boto3.client("s3", endpoint_url=s3_lake.config.s3_endpoint_url, region_name="us-east-1")
+    latest = sorted(n for n in store.list_names("tables/claims/_delta_log") if n.endswith(".json"))[-1]
+    key = f"{store.prefix}/tables/claims/_delta_log/{latest}"
+    if change == "a commit":
+        commit_tables(s3_lake.tables, s3_lake.log, "c", {"claims": claims(1, 2, 1, prefix="t")})
+    elif change == "rewrite the latest entry":
+        body = s3.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+        s3.put_object(Bucket=store.bucket, Key=key, Body=body + b"\n")  # the same name, other content
+    else:
+        s3.delete_object(Bucket=store.bucket, Key=key)
+    assert lake_fingerprint(store) != before
+    forget_shown()
+    assert current_catalog(store) is None
+    res = grace_sql(s3_lake, "SELECT count(*) AS n FROM claims", "--format", "csv")
+    if change == "remove the latest entry":
+        assert res.returncode == 2 and "table claims is" in res.stderr, res.stderr
+    else:
+        assert res.returncode == 0 and res.stdout == ("n\n16\n" if change == "a commit" else "n\n14\n"), res.stderr
+        forget_shown()
+        assert current_catalog(store) is not None  # rebuilt: the next query is fast again
