@@ -179,8 +179,7 @@ def lake_fingerprint(store: Store) -> str:
     logs = _local_logs(store) if isinstance(store, LocalStore) else _listed_logs(store)
     digest = hashlib.sha256()
     for folder, names, stats in logs:
-        latest = {n for n in names if _LATEST_LOG_ENTRY.match(n)}
-        latest = [n for n in names if n in latest][-1:] + [n for n in names if n == "_last_checkpoint"]
+        latest = [n for n in names if _LATEST_LOG_ENTRY.match(n)][-1:] + [n for n in names if n == "_last_checkpoint"]
         digest.update(json.dumps([folder, names, [(n, *stats(n)) for n in latest]]).encode())
     return digest.hexdigest()[:32]
 

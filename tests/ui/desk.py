@@ -152,35 +152,54 @@ def private_server(tmp_path: Path, settings: dict[str, str], login: str | None =
     (PREFECT_API_AUTH_STRING)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/bootstrap.sh (it installs Debian's chromium)")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     lake = tmp_path / "lake"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "GRACE_"))},
-        "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": f"{base}/api", "PREFECT_UI_API_URL": f"{base}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_RUNNER_POLL_FREQUENCY": "1", "PREFECT_LOGGING_LEVEL": "INFO",
-        "GRACE_LAKE": str(lake), "OMP_NUM_THREADS": "1", **settings,
-    }
-    if login:
-        env |= {"PREFECT_SERVER_API_AUTH_STRING": login, "PREFECT_API_AUTH_STRING": login}
     server_log = tmp_path / "server.log"
-    with server_log.open("w") as out:
-        server = subprocess.Popen([BIN / "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                  cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
+    for attempt in range(3):
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "GRACE_"))},
+            "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": f"{base}/api", "PREFECT_UI_API_URL": f"{base}/api",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_RUNNER_POLL_FREQUENCY": "1", "PREFECT_LOGGING_LEVEL": "INFO",
+            "GRACE_LAKE": str(lake), "OMP_NUM_THREADS": "1", **settings,
+        }
+        if login:
+            env |= {"PREFECT_SERVER_API_AUTH_STRING": login, "PREFECT_API_AUTH_STRING": login}
+        with server_log.open("w") as out:
+            server = subprocess.Popen([BIN / "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                      cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
         api = Api(base, login)
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if api.call("/health"):
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, server_log.read_text()[-3000:]
-            time.sleep(0.5)
+        if answers_as_its_own(server, api, port, server_log):
+            break
+        stop(server)  # the port was taken between free_port() and the server's bind: another port
+    else:
+        pytest.fail(f"prefect server start found its port taken 3 times\n{server_log.read_text()[-3000:]}")
+    try:
         yield api, lake, env
     finally:
         stop(server)
+
+
+def answers_as_its_own(server: subprocess.Popen, api: Api, port: int, log: Path) -> bool:
+    """Whether ``server`` came up and the port its API answers on is one it listens on itself;
+    False when it could not bind the port (another process took it after :func:`free_port`
+    chose it, and may be answering there); fails the test on any other way of not starting."""
+    import psutil
+
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if api.call("/health"):
+                break
+        except OSError:
+            pass
+        if server.poll() is not None:
+            assert "already in use" in log.read_text().lower(), log.read_text()[-3000:]
+            return False
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    ours = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+    return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for p in ours for c in p.net_connections("tcp"))
 
 
 @contextmanager
