@@ -65,7 +65,7 @@ EXPECTED_S: dict[str, float] = {
     # shared units: their fixture once and their tests
     DEMO_LAKE: 260,
     "tests/reliability/test_llm_faults.py": 180,
-    "tests/reliability/test_sql_attacks.py[s3]": 165,
+    "tests/reliability/test_sql_attacks.py[s3]": 70,
     "tests/test_doc_commands.py": 150,
     "tests/flows/test_pipeline.py": 80,
     "tests/storage/test_catalog.py": 80,
