@@ -182,9 +182,12 @@ class Lake:
                 raise LakeError(f"lake {self.uri}: table {table} is missing, the commit log records version {version}")
         else:
             dt = self.tables.table(spec)
-            if dt is None:  # never written, or lost: the commit log tells
-                self._refuse_lost(self.log.latest_versions(), {spec.name: None})
-                return schema.empty_table()
+            if dt is None:  # never written, or lost: the commit log tells, read before a second look at the
+                recorded = self.log.latest_versions()  # table (a writer may have made it and recorded it meanwhile)
+                dt = self.tables.table(spec)
+                if dt is None:
+                    self._refuse_lost(recorded, {spec.name: None})
+                    return schema.empty_table()
             self._refuse_lost(self.log.known_versions(), {spec.name: dt.version()})  # older than the log said when last read
         try:
             dataset = snapshot_dataset(dt, self.store, table_rel(spec.name), spec, rounds=wanted)

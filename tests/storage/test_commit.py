@@ -108,6 +108,27 @@ def test_a_reader_that_read_before_sees_later_commits_of_another_lake_object(lak
     assert reader.query("SELECT count(*) AS n FROM claims")["n"][0] == 12
 
 
+def test_a_table_first_written_as_it_is_read_is_not_taken_for_lost(
+        local_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader finds no table, and a writer creates it and records its commit before the reader
+    asks the commit log why: the table was written, not lost (a reader polling a round's first
+    commit failed with "table rounds is missing")."""
+    reader, writer = Lake.open(local_config), Lake.open(local_config)
+    real, looked = reader.tables.table, []
+
+    def table(spec, version=None):
+        found = real(spec, version)
+        if not looked:
+            looked.append(spec.name)
+            assert found is None  # not written yet
+            writer.commit("first", {"claims": claims(1, 5, 1)})  # lands between the look and the log's read
+        return found
+
+    monkeypatch.setattr(reader.tables, "table", table)
+    assert reader.read("claims").height == 5
+    assert looked == ["claims"]
+
+
 def test_rows_that_do_not_fit_the_schema_write_nothing(lake: Lake) -> None:
     good = claims(3, 3, 1)
     bad = good.with_columns(label=pl.lit("entails")).drop("text")
