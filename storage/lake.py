@@ -182,8 +182,8 @@ class Lake:
                 raise LakeError(f"lake {self.uri}: table {table} is missing, the commit log records version {version}")
         else:
             dt = self.tables.table(spec)
-            if dt is None:  # never written, or lost: the commit log tells, read before a second look at the
-                recorded = self.log.latest_versions()  # table (a writer may have made it and recorded it meanwhile)
+            if dt is None:  # never written, or lost: the commit log tells. It is read before a second look at
+                recorded = self.log.latest_versions()  # the table: a writer may have made and recorded it meanwhile
                 dt = self.tables.table(spec)
                 if dt is None:
                     self._refuse_lost(recorded, {spec.name: None})

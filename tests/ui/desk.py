@@ -154,7 +154,7 @@ def private_server(tmp_path: Path, settings: dict[str, str], login: str | None =
         pytest.fail(f"{CHROMIUM} is missing: run scripts/bootstrap.sh (it installs Debian's chromium)")
     lake = tmp_path / "lake"
     server_log = tmp_path / "server.log"
-    for attempt in range(3):
+    for _ in range(3):
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         env = {
