@@ -35,8 +35,11 @@ or read show, by file identity (inode, size, times), so a query of an unchanged 
 open it twice. Temporary files of builds that were killed are
 removed by later builds once they are :data:`STALE_TEMP_SECONDS` old. A reader that cannot
 write the catalog's folder (a read-only user, a stale catalog) builds its own in a private
-temporary folder; so does a query of the lake as of an earlier round (time travel). Queries
-from users run through :mod:`storage.readonly_sql`, never on a connection of this module.
+temporary folder; so does a query of the lake as of an earlier round (time travel). Those
+private catalogs are a cache: the folder of a lake whose private catalogs were not used for
+:data:`PRIVATE_KEEP_SECONDS` (a week) is removed with them (:func:`prune_private_catalogs`), and a
+lake whose own folder is writable never gets one. Queries from users run through
+:mod:`storage.readonly_sql`, never on a connection of this module.
 
 The catalog is GRACE's own derived artifact, so it is **sealed**: every build records an
 HMAC-SHA256 (RFC 2104) of what it serves (each view's and table's SQL as DuckDB holds it, each
@@ -78,6 +81,10 @@ from storage.views import DERIVED_VIEWS
 FILES_TABLE = "lake_files"
 PRIVATE_CATALOG_FILE = "lake-catalog.duckdb"  # not catalog.duckdb: a session that opens it reads the lake it names (_located_sql)
 STALE_TEMP_SECONDS = 600  # a catalog build takes seconds; older temporary files are leftovers of killed builds
+PRIVATE_KEEP_SECONDS = 7 * 24 * 3600
+"""The private catalogs (time travel, a reader's own) of a lake none of them was used for this
+long are removed; the next query that needs one builds it again."""
+_PRUNED: set[Path] = set()  # the private catalog folders this process has pruned (once each)
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -352,7 +359,9 @@ def catalog_is_current(store: Store, state: LakeState, path: Path | None = None)
 def private_catalog_dir(store: Store) -> Path:
     """A folder of this user's own for catalogs of ``store`` it cannot keep at the usual place
     (read-only lake folder, time travel): ``<tmp>/grace-catalogs-<uid>/<lake hash>``, created
-    private (mode 700); a folder there that another user owns or can write is refused."""
+    private (mode 700); a folder there that another user owns or can write is refused. Its time
+    is set to now (the lake's last use), and the first call of a process prunes the folder
+    (:func:`prune_private_catalogs`)."""
     uid = os.getuid()
     base = Path(tempfile.gettempdir()) / f"grace-catalogs-{uid}"
     try:
@@ -364,7 +373,29 @@ def private_catalog_dir(store: Store) -> Path:
         raise LakeError(f"lake {store.uri}: the catalog folder {base} is not private to this user (owner or mode); remove it")
     folder = base / hashlib.sha256(store.uri.encode()).hexdigest()[:16]
     folder.mkdir(mode=0o700, exist_ok=True)
+    os.utime(folder)
+    if base not in _PRUNED:
+        _PRUNED.add(base)
+        prune_private_catalogs(base)
     return folder
+
+
+def prune_private_catalogs(base: Path, *, now: float | None = None) -> list[Path]:
+    """Remove from ``base`` (``<tmp>/grace-catalogs-<uid>``) the folders of the lakes whose
+    private catalogs no process has used for :data:`PRIVATE_KEEP_SECONDS` (a folder's time is
+    set at each use: :func:`private_catalog_dir`), with their catalogs; returns the folders
+    removed. A folder that vanishes meanwhile (another process pruning) is skipped."""
+    cutoff = (now if now is not None else time.time()) - PRIVATE_KEEP_SECONDS
+    removed = []
+    for folder in sorted(base.iterdir()):
+        try:
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_mtime >= cutoff:
+                continue
+        except FileNotFoundError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def _writable(folder: Path) -> bool:
@@ -380,14 +411,13 @@ def ensure_catalog(store: Store, state: LakeState) -> Path:
     The lake's own catalog when ``state`` is the current one and its folder is writable;
     otherwise a catalog in :func:`private_catalog_dir` (a time-travel state has one per
     state there)."""
-    private = private_catalog_dir(store)
     if state.as_of_round is not None:
-        path = private / f"asof-round-{state.as_of_round}-{state.state_id[:16]}.duckdb"
+        path = private_catalog_dir(store) / f"asof-round-{state.as_of_round}-{state.state_id[:16]}.duckdb"
         return path if catalog_is_current(store, state, path) else build_catalog(store, state, path)
     main = store.catalog_path
     if catalog_is_current(store, state, main):
         return main
     if _writable(main.parent):
         return build_catalog(store, state, main)
-    fallback = private / PRIVATE_CATALOG_FILE
+    fallback = private_catalog_dir(store) / PRIVATE_CATALOG_FILE
     return fallback if catalog_is_current(store, state, fallback) else build_catalog(store, state, fallback)

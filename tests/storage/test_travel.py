@@ -6,9 +6,12 @@ of reading another lake (:func:`storage.catalog._located_sql`)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import boto3
@@ -168,3 +171,44 @@ def test_plain_deltalake_and_polars_read_every_table_as_grace_sql_counts_it(two_
     assert {"claims", "scores", "deferrals", "verdicts", "decisions"} <= set(counts)
     for table, n in counts.items():
         assert two_rounds.query(f'SELECT count(*) AS n FROM "{table}"')["n"][0] == n, table
+
+
+def test_a_lake_whose_folder_is_writable_gets_no_private_catalog_folder(
+    original: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    lake = Lake.open(LakeConfig(lake=str(original)))
+    lake.commit("later", {"claims": claims(3, 4, 2, prefix="later-")})
+    assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 19
+    assert not list((tmp_path / "tmp").iterdir()), "a query of a lake it may write leaves nothing in the temporary folder"
+    assert lake.query("SELECT count(*) AS n FROM claims", as_of_round=1)["n"][0] == 6  # time travel: a private folder
+    (base,) = (tmp_path / "tmp").iterdir()
+    (folder,) = base.iterdir()
+    assert [p.name.startswith("asof-round-1-") for p in folder.iterdir() if p.suffix == ".duckdb"] == [True]
+
+
+def test_private_catalogs_of_a_lake_unused_for_a_week_are_removed_and_a_lake_in_use_keeps_its_own(
+    original: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(catalog_module, "_PRUNED", set())
+    lake = Lake.open(LakeConfig(lake=str(original)))
+    assert lake.query("SELECT count(*) AS n FROM claims", as_of_round=1)["n"][0] == 6
+    folder = catalog_module.private_catalog_dir(lake.store)
+    base, week = folder.parent, catalog_module.PRIVATE_KEEP_SECONDS
+    idle, recent = base / "0123456789abcdef", base / "fedcba9876543210"
+    for other, age in ((idle, week + 3600), (recent, week - 3600)):
+        other.mkdir()
+        (other / "asof-round-1-0000.duckdb").write_bytes(b"an old time-travel catalog")
+        os.utime(other, (time.time() - age, time.time() - age))
+    os.utime(folder, (time.time() - 2 * week, time.time() - 2 * week))  # this lake too was last used two weeks ago…
+    monkeypatch.setattr(catalog_module, "_PRUNED", set())  # … and a new process queries it as of round 1
+    assert lake.query("SELECT count(*) AS n FROM claims", as_of_round=1)["n"][0] == 6
+    assert sorted(p.name for p in base.iterdir()) == sorted([folder.name, recent.name]), "only the idle lake's folder is removed"
+    assert (recent / "asof-round-1-0000.duckdb").is_file() and any(folder.glob("asof-round-1-*.duckdb"))
+    assert folder.stat().st_mtime > time.time() - 60, "a use sets the lake folder's time"
+    both = sorted(base.iterdir())
+    assert catalog_module.prune_private_catalogs(base, now=time.time() + week + 60) == both and not list(base.iterdir())
+    assert lake.query("SELECT count(*) AS n FROM claims", as_of_round=1)["n"][0] == 6, "a removed catalog is built again"
