@@ -219,7 +219,9 @@ def test_a_lasting_fault_fails_the_round_with_one_clear_line_and_commits_nothing
 def test_with_no_retries_a_flaky_server_leaves_documents_whole_and_the_next_round_makes_exactly_the_failed_calls(
     llm: OpenAICompatibleServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tally: Callable[[str], Tally],
 ) -> None:
-    for k, v in litellm_env(llm, GRACE_MAX_RETRIES="0", GRACE_N_SAMPLES="2", GRACE_DOCS_PER_TASK="1").items():
+    # no retries: the deadline is 5 s, not the module's 0.5 s, so that only the scripted 500s fail calls (a reply from
+    # this loopback server can take longer than 0.5 s on a loaded machine, and would then fail the clean second round)
+    for k, v in litellm_env(llm, GRACE_MAX_RETRIES="0", GRACE_N_SAMPLES="2", GRACE_DOCS_PER_TASK="1", GRACE_REQUEST_TIMEOUT_S="5").items():
         monkeypatch.setenv(k, v)
     root = ingested(tmp_path, 3)
     llm.fail_every = (7, "500")
