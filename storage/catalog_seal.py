@@ -208,7 +208,11 @@ def _listed_logs(store: S3Store) -> list[tuple[str, list[str], Callable[[str], t
     ETag), from one listing per folder (eight listings at a time)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    folders = sorted([f"tables/{name}/_delta_log" for name in store.subfolders("tables")] + ["_grace/commits/_delta_log"])
+    folders = []
+    for pattern in DELTA_LOGS:  # a ``*`` stands for each folder there
+        parent, star, rest = pattern.partition("/*/")
+        folders += [f"{parent}/{name}/{rest}" for name in store.subfolders(parent)] if star else [pattern]
+    folders.sort()
     with ThreadPoolExecutor(max_workers=8) as pool:
         listed = list(pool.map(store.list_stats, folders))
     return [(folder, sorted(entries), lambda name, entries=entries: entries[name])
