@@ -71,8 +71,8 @@ import pyarrow as pa
 from grace_core.errors import LakeError
 from storage.delta_tables import TABLES_DIR, LakeState, TableState
 from storage.catalog_seal import (
-    PRIVATE_COLUMNS, STATE_COLUMNS, STATE_TABLE, code_id, definitions, remember_shown, seal, seal_key, sealed, shown_state,
-    stat_identity,
+    PRIVATE_COLUMNS, STATE_COLUMNS, STATE_TABLE, code_id, definitions, file_identity, known_state, remember_shown, seal, seal_key,
+    sealed, shown_state, stat_identity,
 )
 from storage.filesystem import CATALOG_FILE, Store
 from storage.schemas import ROUND, TABLES, TableSpec
@@ -224,13 +224,14 @@ def remove_stale_temporaries(folder: Path, *, now: float | None = None) -> list[
     return removed
 
 
-def _shown_versions(con: duckdb.DuckDBPyConnection, store: Store, path: Path) -> dict[str, int | None] | None:
+def _shown_versions(con: duckdb.DuckDBPyConnection, store: Store, path: Path, known: tuple | None) -> dict[str, int | None] | None:
     """The table versions the (current-state) catalog open on ``con`` (a copy of the one at
     ``path``) shows, when the catalog can be brought to another state of the same lake by
-    replacing the views of the tables that changed: its seal verifies (:func:`~storage.catalog_seal.sealed`) and it
-    was built from ``store`` by this code, with these schema versions, not as of a round. None
-    otherwise."""
-    shown = sealed(con, path)
+    replacing the views of the tables that changed: its seal verifies (:func:`~storage.catalog_seal.sealed`;
+    ``known``: the state row this process verified or built for the very file copied, taken as
+    it is) and it was built from ``store`` by this code, with these schema versions, not as of a
+    round. None otherwise."""
+    shown = known or sealed(con, path)
     if shown is None or (shown[0], shown[2], shown[3], shown[4]) != (store.uri, _versions_json(), code_id(), None):
         return None
     return json.loads(shown[5])
@@ -291,9 +292,11 @@ def _open_copy(store: Store, target: Path, tmp: Path) -> tuple[duckdb.DuckDBPyCo
     catalog there or it cannot (the copy is removed: the build starts from an empty file)."""
     con = None
     try:
-        shutil.copyfile(target, tmp)
+        copied = file_identity(target)  # a catalog is replaced whole, never rewritten: the same identity after
+        shutil.copyfile(target, tmp)  # the copy is the same file throughout it
+        known = known_state(target, copied) if file_identity(target) == copied else None
         con = _connect(store, tmp, read_only=False)
-        shown = _shown_versions(con, store, target)
+        shown = _shown_versions(con, store, target, known)
     except (OSError, duckdb.Error):  # none there (or replaced as it was copied), or not a DuckDB file
         shown = None
     if shown is None:
@@ -331,7 +334,7 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
         built = os.open(tmp, os.O_RDONLY)
         try:
             os.replace(tmp, target)
-            remember_shown(target, stat_identity(os.fstat(built)), row)
+            remember_shown(target, stat_identity(os.fstat(built)), row)  # after the move, which changes its ctime
         finally:
             os.close(built)
     except duckdb.Error as exc:

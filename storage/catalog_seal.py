@@ -5,7 +5,7 @@ the code that built it, a listing of the lake's Delta logs) and an HMAC-SHA256 (
 what it serves, under a secret kept beside it (:data:`SEAL_KEY_FILE`). This module reads and
 checks that seal, and answers the question every ``grace sql`` asks first: is the lake's own
 catalog current? It is when its seal verifies, this code built it, and the lake's Delta logs
-list exactly as they did when the lake state it shows was read (:func:`lake_fingerprint`, taken
+list exactly as they did when the lake state it shows was read (:func:`~storage.log_listing.lake_fingerprint`, taken
 before that read). Nothing of a table is read to know it: a listing of a few folders (on S3, one
 listing per table's log), no Delta reader, polars or pyarrow (:func:`current_catalog`), so
 ``grace sql`` answers in a third of a second on a local lake. Any difference (a commit since, a table's log
@@ -21,17 +21,16 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from stat import S_ISREG
 
 import duckdb
 
 from grace_core.errors import LakeError
-from storage.filesystem import LocalStore, S3Store, Store
+from storage.filesystem import Store
+from storage.log_listing import lake_fingerprint
 
 STATE_TABLE = "_grace_catalog"
 SEAL_KEY_FILE = ".catalog-seal.key"
@@ -42,9 +41,6 @@ PRIVATE_COLUMNS: dict[str, tuple[str, ...]] = {"reviewers": ("salt", "key_hash")
 signing-equivalent (:mod:`grace_core.reviewer_keys`). Such a table is copied into the catalog
 without them, a table rather than a view over its files, so that the SQL sandbox can refuse every
 read of its files (:func:`table_folders`); it is a few rows."""
-DELTA_LOGS = ("tables/*/_delta_log", "_grace/commits/_delta_log")
-"""The Delta logs of a lake (every table's and the commit log's), relative to its root."""
-_LATEST_LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
 
 
 def stat_identity(st: os.stat_result) -> tuple[int, ...]:
@@ -138,6 +134,13 @@ def forget_shown() -> None:
     _SHOWN.clear()
 
 
+def known_state(path: Path, identity: tuple[int, ...] | None) -> tuple | None:
+    """The state row this process verified (:func:`shown_state`) or built for the catalog at
+    ``path`` when the file it saw then has ``identity``, without opening it; else None."""
+    known = _SHOWN.get(path)
+    return known[1] if identity is not None and known is not None and known[0] == identity else None
+
+
 def shown_state(path: Path) -> tuple | None:
     """The state row (:data:`STATE_COLUMNS`) of the catalog at ``path``; None when there is none,
     it cannot be read or its seal does not verify (:func:`sealed`)."""
@@ -169,56 +172,6 @@ def code_id() -> str:
     return hashlib.sha256(b"".join(m.read_bytes() for m in modules)).hexdigest()[:16]
 
 
-def lake_fingerprint(store: Store) -> str:
-    """A digest of how the Delta logs of the lake ``store`` list (:data:`DELTA_LOGS`): the names
-    of their entries, and the size and modification time (a local lake) or ETag (S3: a digest
-    of the content) of each log's latest version entry and ``_last_checkpoint``. Every commit,
-    removal or rollback of a version, and every rewrite of a latest entry, changes it. Local: a
-    folder of a few hundred names per log, about a millisecond. S3: one listing per log, eight
-    at a time."""
-    logs = _local_logs(store) if isinstance(store, LocalStore) else _listed_logs(store)
-    digest = hashlib.sha256()
-    for folder, names, stats in logs:
-        latest = [n for n in names if _LATEST_LOG_ENTRY.match(n)][-1:] + [n for n in names if n == "_last_checkpoint"]
-        digest.update(json.dumps([folder, names, [(n, *stats(n)) for n in latest]]).encode())
-    return digest.hexdigest()[:32]
-
-
-def _local_logs(store: LocalStore) -> Iterator[tuple[str, list[str], Callable[[str], tuple]]]:
-    """Each Delta log folder of the local lake ``store`` (relative), its sorted entry names and
-    how to stat an entry (size, modification time; Nones when it is gone)."""
-    for folder in sorted({p for pattern in DELTA_LOGS for p in store.root.glob(pattern)}):
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue  # removed as it was listed: the names that follow differ, so does the digest
-
-        def stats(name: str, folder: Path = folder) -> tuple:
-            try:
-                st = (folder / name).stat()
-            except OSError:
-                return (None, None)
-            return (st.st_size, st.st_mtime_ns)
-
-        yield str(folder.relative_to(store.root)), names, stats
-
-
-def _listed_logs(store: S3Store) -> list[tuple[str, list[str], Callable[[str], tuple]]]:
-    """Each Delta log folder of the S3 lake ``store``, its sorted entry names and their (size,
-    ETag), from one listing per folder (eight listings at a time)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    folders = []
-    for pattern in DELTA_LOGS:  # a ``*`` stands for each folder there
-        parent, star, rest = pattern.partition("/*/")
-        folders += [f"{parent}/{name}/{rest}" for name in store.subfolders(parent)] if star else [pattern]
-    folders.sort()
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        listed = list(pool.map(store.list_stats, folders))
-    return [(folder, sorted(entries), lambda name, entries=entries: entries[name])
-            for folder, entries in zip(folders, listed) if entries]
-
-
 def table_folders(tables_root: str, names: list[str] | tuple[str, ...]) -> list[str]:
     """The folder of each table of ``names`` under the tables folder ``tables_root`` (``…/tables``),
     but those of tables with :data:`PRIVATE_COLUMNS`: the prefixes a query's sandbox may open
@@ -230,7 +183,7 @@ def table_folders(tables_root: str, names: list[str] | tuple[str, ...]) -> list[
 def current_catalog(store: Store) -> tuple[Path, list[str]] | None:
     """The lake's own catalog, with the table folders a query of it may open, when it shows the
     lake as it is: its seal verifies (:func:`shown_state`), this code built it for this lake as it
-    is now (not as of a round), and :func:`lake_fingerprint` is what it was when the state the
+    is now (not as of a round), and :func:`~storage.log_listing.lake_fingerprint` is what it was when the state the
     catalog shows was read. None otherwise: the caller reads the lake (:class:`storage.lake.Lake`)."""
     path = store.catalog_path
     shown = shown_state(path)

@@ -78,7 +78,7 @@ class CommitLog:
 
     def records(self) -> dict[str, CommitRecord]:
         """Every committed unit of work by key."""
-        dt = self.tables.checked(LOG_SPEC, self.tables.load(LOG_REL))
+        dt = self.tables.checked(LOG_SPEC, self.tables.latest(LOG_REL))
         if dt is None:
             return {}
         if dt.version() == self._version:

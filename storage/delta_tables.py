@@ -41,6 +41,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from grace_core.errors import LakeError
 from storage.filesystem import Store
+from storage.log_listing import ListedCache, log_signature
 from storage.schemas import ROUND, TABLES, TableSpec
 
 TABLES_DIR = "tables"
@@ -54,6 +55,12 @@ IS_IN_PRUNED = 50  # values up to which Arrow prunes files and row groups by sta
 _DESCRIPTION = re.compile(r"^grace table (?P<name>[a-z_]+), schema version (?P<version>\d+)$")
 
 T = TypeVar("T")
+
+_OPENED: ListedCache[DeltaTable] = ListedCache(256)
+"""Tables opened at their latest version (:meth:`DeltaTables.latest`), each under the digest of
+its log's listing: opened again only once the log lists otherwise (a table opens in a few
+milliseconds, its log lists in a fraction of one). Handed out for reading only: nothing may
+move them to another version."""
 
 
 def writer_properties() -> WriterProperties:
@@ -118,7 +125,7 @@ class LakeState:
     """Every table at the version a reader sees; ``as_of_round`` when it is the lake as of
     the end of that round (time travel) rather than now. ``log_fingerprint``: how the lake's
     Delta logs listed just before they were read (the lake's current state,
-    :func:`storage.catalog_seal.lake_fingerprint`), which its catalog records."""
+    :func:`storage.log_listing.lake_fingerprint`), which its catalog records."""
 
     tables: tuple[TableState, ...]
     as_of_round: int | None = None
@@ -164,9 +171,10 @@ def data_files(dt: DeltaTable, base: str, partitioned: bool, max_round: int | No
 
 class DeltaTables:
     """The Delta tables of one lake root. Every call sees the latest version, so a long-lived
-    lake object never reads stale versions: readers and writers load a fresh snapshot (a few
-    milliseconds locally); :meth:`state` keeps the snapshots of its previous call and reads only
-    the log entries written since (a tenth of that)."""
+    lake object never reads stale versions: writers load a fresh snapshot (a few milliseconds
+    locally); readers reuse the one this process opened while the table's log lists as it did
+    (:meth:`latest`, a fraction of a millisecond); :meth:`state` keeps the snapshots of its
+    previous call and reads only the log entries written since."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -186,6 +194,20 @@ class DeltaTables:
             return None
         except (DeltaError, OSError) as exc:
             raise LakeError(f"lake {self.store.uri}: cannot open Delta table {rel}: {first_line(exc)}") from None
+
+    def latest(self, rel: str) -> DeltaTable | None:
+        """The Delta table at ``rel`` at its latest version, or None if absent, for reading only
+        (shared: never written with, nor moved to another version): the one this process opened
+        before while its log lists as it did then (:data:`_OPENED`), else opened afresh."""
+        signature = log_signature(self.store, f"{rel}/_delta_log")
+        if signature is None:
+            return self.load(rel)
+        opened = _OPENED.get(self.store, rel, signature)
+        if opened is None:
+            opened = self.load(rel)
+            if opened is not None:
+                _OPENED.put(self.store, rel, signature, opened)
+        return opened
 
     def create(self, rel: str, schema: pa.Schema, *, partitioned: bool, name: str, version: int) -> DeltaTable:
         """The Delta table at ``rel``, created empty first if it does not exist (two writers
@@ -220,8 +242,10 @@ class DeltaTables:
         return dt
 
     def table(self, spec: TableSpec, version: int | None = None) -> DeltaTable | None:
-        """Table ``spec`` (at ``version``, else the latest), or None when it was never written."""
-        return self.checked(spec, self.load(table_rel(spec.name), version))
+        """Table ``spec`` (at ``version``, else the latest: :meth:`latest`), or None when it was
+        never written; for reading only."""
+        rel = table_rel(spec.name)
+        return self.checked(spec, self.latest(rel) if version is None else self.load(rel, version))
 
     def writable(self, spec: TableSpec, rel: str | None = None) -> DeltaTable:
         """Table ``spec`` (at ``rel``, default ``tables/<name>``) at its latest version,
@@ -256,7 +280,7 @@ class DeltaTables:
             except (DeltaError, OSError):
                 kept = None
         if dt is None:
-            dt = self.table(spec)
+            dt = self.checked(spec, self.load(table_rel(spec.name)))  # its own: moved to later versions by the next call
             if dt is None:
                 return TableState(spec.name, None, ())
         state = kept[1] if kept is not None and kept[1].version == dt.version() else self._state_of(spec, dt, None)

@@ -26,16 +26,22 @@ from deltalake.exceptions import DeltaError
 
 from grace_core.errors import InvalidTable, LakeError
 from storage.catalog import ensure_catalog
-from storage.catalog_seal import lake_fingerprint, table_folders
+from storage.catalog_seal import table_folders
 from storage.commit import CommitResult, commit_tables
 from storage.commit_log import CommitLog
 from storage.config import LakeConfig
 from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
+from storage.log_listing import ListedCache, lake_fingerprint
 from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
 from storage.schemas import ROUND, TABLES, table_spec
 from storage.sql_access import SqlAccess
+
+_STATES: ListedCache[LakeState] = ListedCache(16)
+"""Lake URI → the last state this process read of it, under the lake's fingerprint
+(:func:`~storage.log_listing.lake_fingerprint`: the test that tells a catalog current), shared by
+every lake object: a lake whose Delta logs list as they did then holds what it held then."""
 
 
 class Lake:
@@ -76,10 +82,15 @@ class Lake:
         older than the commit log says it is (:meth:`lost_tables`)."""
         # the listing first: a catalog of this state must not vouch for a commit that lands as it is read
         fingerprint = lake_fingerprint(self.store)
+        known = _STATES.get(self.store, "", fingerprint)
+        if known is not None:
+            return known
         recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
         state = self.tables.state()
         self._refuse_lost(recorded, state.versions)
-        return dataclasses.replace(state, log_fingerprint=fingerprint)
+        state = dataclasses.replace(state, log_fingerprint=fingerprint)
+        _STATES.put(self.store, "", fingerprint, state)
+        return state
 
     def lost_tables(self) -> dict[str, str]:
         """Tables the commit log says were written that are missing or older than their last

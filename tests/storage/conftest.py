@@ -88,3 +88,16 @@ def copy_lake(template: Path, dest: Path) -> Path:
     """A lake of the test's own at ``dest``: a copy of ``template`` (its catalog, which names the
     template's files, is rebuilt by the first query that finds it moved)."""
     return Path(shutil.copytree(template, dest, symlinks=True))
+
+
+def remove_lake(config: LakeConfig) -> None:
+    """Every file of the lake of ``config`` gone (a local folder, or every object under the S3
+    prefix); its cached catalogs (an S3 lake's, a time-travel one) stay where they are."""
+    if not config.lake.startswith("s3://"):
+        shutil.rmtree(config.lake)
+        return
+    bucket, _, prefix = config.lake.removeprefix("s3://").partition("/")
+    s3 = boto3.client("s3", endpoint_url=config.s3_endpoint_url, region_name="us-east-1")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+        for obj in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=obj["Key"])

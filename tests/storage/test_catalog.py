@@ -31,6 +31,7 @@ from storage.config import LakeConfig
 from storage.lake import Lake
 from storage.schemas import TABLES
 from storage.views import DERIVED_VIEWS
+from tests.storage.conftest import remove_lake
 from tests.storage.sample_rows import claims
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -250,21 +251,6 @@ def test_a_catalog_put_back_from_an_older_state_is_rebuilt_before_a_query(local_
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
     os.replace(older, lake.store.catalog_path)
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
-
-
-def remove_lake(config: LakeConfig) -> None:
-    """Every file of the lake of ``config`` gone (a local folder, or every object under the S3
-    prefix); its cached catalogs (an S3 lake's, a time-travel one) stay where they are."""
-    if not config.lake.startswith("s3://"):
-        shutil.rmtree(config.lake)
-        return
-    import boto3
-
-    bucket, _, prefix = config.lake.removeprefix("s3://").partition("/")
-    s3 = boto3.client("s3", endpoint_url=config.s3_endpoint_url, region_name="us-east-1")
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
-        for obj in page.get("Contents", []):
-            s3.delete_object(Bucket=bucket, Key=obj["Key"])
 
 
 def test_another_lake_at_the_same_place_with_the_same_versions_is_queried_as_it_is(lake_config: LakeConfig) -> None:

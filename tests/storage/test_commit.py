@@ -23,6 +23,7 @@ from storage.config import LakeConfig
 from storage.delta_tables import retry_conflicts
 from storage.lake import Lake
 from storage.schemas import TABLES, WRITE_ORDER
+from tests.storage.conftest import remove_lake
 from tests.storage.sample_rows import claims, edges
 from tests.storage.writer_process import unit_rows
 
@@ -106,6 +107,32 @@ def test_a_reader_that_read_before_sees_later_commits_of_another_lake_object(lak
     after = reader.state().table("claims")
     assert after.version > before.version and {f.round for f in after.files} == {1, 2}
     assert reader.query("SELECT count(*) AS n FROM claims")["n"][0] == 12
+
+
+def test_what_a_process_read_is_reused_only_while_the_lake_lists_as_it_did(
+        lake_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table opened for reading and the lake's state are read once per process and reused by
+    every lake object while the Delta logs list as they did; a commit of another lake object, or
+    the lake removed and made again at the same place up to the same versions, is read afresh."""
+    lake = Lake.open(lake_config)
+    lake.commit("round1", {"claims": claims(1, 5, 1)})
+    opened = []
+    real_load = lake.tables.load
+    monkeypatch.setattr(delta_tables.DeltaTables, "load", lambda self, rel, version=None: opened.append(rel) or real_load(rel, version))
+    first = lake.state()
+    assert lake.read("claims").height == 5
+    opened.clear()
+    again = Lake.open(lake_config)
+    assert again.read("claims").height == 5 and again.state() == first and again.is_committed("round1")
+    assert opened == [], "nothing opened again while the logs list as they did"
+    again.commit("round2", {"claims": claims(1, 3, 2, prefix="t")})
+    assert lake.read("claims").height == 8 and lake.state().table("claims").version == first.table("claims").version + 1
+    remove_lake(lake_config)
+    Lake.open(lake_config).commit("round1", {"claims": claims(1, 7, 1, prefix="n")})
+    remade = lake.state()
+    assert remade.versions == first.versions and remade.table("claims").files != first.table("claims").files
+    assert sorted(lake.read("claims")["claim_id"]) == [f"n{i}" for i in range(7)]
+    assert not lake.is_committed("round2")
 
 
 def test_a_table_first_written_as_it_is_read_is_not_taken_for_lost(

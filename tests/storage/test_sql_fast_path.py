@@ -13,9 +13,10 @@ import pytest
 
 from grace_core.errors import LakeError
 from storage.commit import commit_tables
-from storage.catalog_seal import current_catalog, forget_shown, lake_fingerprint
+from storage.catalog_seal import current_catalog, forget_shown
 from storage.config import LakeConfig
 from storage.lake import Lake
+from storage.log_listing import lake_fingerprint
 from storage.sql_access import sql_access
 from tests.storage.sample_rows import claims
 

@@ -1,0 +1,155 @@
+"""How a lake's Delta logs list, as a digest: the test that tells whether a table, or the whole
+lake, changed since it was last read, without reading a Delta table.
+
+A Delta table changes only by a new entry in its ``_delta_log`` folder (a commit, a
+checkpoint), by an entry removed (a rollback, a log cut short) or by an entry rewritten. So two
+listings of a log that agree on the entry names and on the inode, size and modification time (a local
+lake) or ETag (S3: a digest of the content) of its latest version entry and
+``_last_checkpoint`` show one and the same table; a table removed and made again at the same
+place writes its entries anew, with other times (and other file names inside them, so other
+ETags). :func:`log_signature` is that digest for one table (what :class:`storage.delta_tables.DeltaTables`
+checks before it reuses a table it opened), :func:`lake_fingerprint` for every log of a lake
+(what a catalog records, :mod:`storage.catalog_seal`, and what :meth:`storage.lake.Lake.state`
+checks before it reuses a state it read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+from storage.filesystem import LocalStore, S3Store, Store
+
+DELTA_LOGS = ("tables/*/_delta_log", "_grace/commits/_delta_log")
+"""The Delta logs of a lake (every table's and the commit log's), relative to its root."""
+_LATEST_LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
+
+T = TypeVar("T")
+
+Listing = tuple[list[str], Callable[[str], tuple]]
+"""A log folder's sorted entry names, and how to stat one of them (inode, size and time, or size and ETag)."""
+
+
+def _local_listing(store: LocalStore, rel: str) -> Listing | None:
+    folder = store.root / rel
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None  # no log there, or removed as it was listed
+
+    def stats(name: str) -> tuple:
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            return (None, None, None)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    return names, stats
+
+
+def _listing(store: Store, rel: str) -> Listing | None:
+    """The listing of the log folder ``rel`` of ``store`` (None: no log there); S3: one listing."""
+    if isinstance(store, LocalStore):
+        return _local_listing(store, rel)
+    assert isinstance(store, S3Store)
+    entries = store.list_stats(rel)
+    return (sorted(entries), entries.__getitem__) if entries else None
+
+
+def _digest_input(rel: str, listed: Listing) -> bytes:
+    names, stats = listed
+    latest = [n for n in names if _LATEST_LOG_ENTRY.match(n)][-1:] + [n for n in names if n == "_last_checkpoint"]
+    return json.dumps([rel, names, [(n, *stats(n)) for n in latest]]).encode()
+
+
+def log_signature(store: Store, rel: str) -> str | None:
+    """A digest of how the Delta log folder ``rel`` (``tables/<name>/_delta_log``) of ``store``
+    lists (see the module docstring); None when there is no log there. A local folder of a few
+    hundred entries: a fraction of a millisecond; S3: one listing."""
+    listed = _listing(store, rel)
+    return None if listed is None else hashlib.sha256(_digest_input(rel, listed)).hexdigest()[:32]
+
+
+def log_folders(store: Store) -> list[str]:
+    """The Delta log folders of the lake ``store`` (:data:`DELTA_LOGS`, each ``*`` expanded), relative and sorted."""
+    folders: list[str] = []
+    for pattern in DELTA_LOGS:
+        parent, star, rest = pattern.partition("/*/")
+        if not star:
+            folders.append(pattern)
+        elif isinstance(store, LocalStore):
+            folders += [str(p.relative_to(store.root)) for p in store.root.glob(pattern)]
+        else:
+            assert isinstance(store, S3Store)
+            folders += [f"{parent}/{name}/{rest}" for name in store.subfolders(parent)]
+    return sorted(folders)
+
+
+def lake_fingerprint(store: Store) -> str:
+    """A digest of how the Delta logs of the lake ``store`` list (:func:`log_signature` of every
+    folder of :func:`log_folders`). Every commit, removal or rollback of a version, and every
+    rewrite of a latest entry, changes it. Local: a folder of a few hundred names per log, about
+    a millisecond. S3: one listing per log, eight at a time."""
+    folders = log_folders(store)
+    if isinstance(store, LocalStore):
+        listed = [_listing(store, rel) for rel in folders]
+    else:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            listed = list(pool.map(lambda rel: _listing(store, rel), folders))
+    digest = hashlib.sha256()
+    for rel, one in zip(folders, listed):
+        if one is not None:  # removed as it was listed, or an empty prefix: the digest differs
+            digest.update(_digest_input(rel, one))
+    return digest.hexdigest()[:32]
+
+
+class ListedCache(Generic[T]):
+    """What this process read of lakes (a table it opened, a lake's state), each kept with the
+    digest of the listing it was read under (:func:`log_signature`, :func:`lake_fingerprint`,
+    taken *before* the read) and handed out again only while the listing is the same: nothing
+    was added, removed or rewritten since, so the same read would find the same. A read that a
+    commit overtook is kept under the older digest, which the next listing no longer matches.
+    Thread-safe; at most ``size`` entries (the least recently used go); a forked child starts
+    empty."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str | None, str, str], tuple[str, T]] = OrderedDict()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _own(self) -> None:
+        if self._pid != os.getpid():
+            self._items, self._pid = OrderedDict(), os.getpid()
+
+    @staticmethod
+    def _key(store: Store, rel: str) -> tuple[str | None, str, str]:
+        return (store.endpoint_url if isinstance(store, S3Store) else None, store.uri, rel)
+
+    def get(self, store: Store, rel: str, digest: str) -> T | None:
+        """The value kept for ``rel`` (``""``: the lake) of ``store`` if it was read under ``digest``, else None."""
+        key = self._key(store, rel)
+        with self._lock:
+            self._own()
+            kept = self._items.get(key)
+            if kept is None or kept[0] != digest:
+                return None
+            self._items.move_to_end(key)
+            return kept[1]
+
+    def put(self, store: Store, rel: str, digest: str, value: T) -> None:
+        """Keep ``value``, read under ``digest``, for ``rel`` of ``store``."""
+        key = self._key(store, rel)
+        with self._lock:
+            self._own()
+            self._items[key] = (digest, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
