@@ -55,6 +55,7 @@ GROUP = "llm faults"
 
 @pytest.fixture(scope="module", autouse=True)
 def prefect_server() -> Iterator[None]:
+    """A Prefect server of this module's own (:func:`leaks` reads every log and run it holds)."""
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=180):
@@ -322,9 +323,17 @@ def leaks_in_lake_only(root: str) -> list[str]:
     return found
 
 
+def on_this_server(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a child ``grace`` command whose flows run on this module's Prefect server, not
+    on a temporary server of its own."""
+    from prefect.settings import PREFECT_API_URL
+
+    return env | {"PREFECT_API_URL": str(PREFECT_API_URL.value())}
+
+
 def grace_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=900)
+                          env=on_this_server(env), cwd=REPO, timeout=900)
 
 
 @pytest.mark.slow
@@ -355,7 +364,7 @@ def test_eval_expansion_uses_and_fills_the_call_cache_and_stores_no_figures_of_a
     failed = run(faulty, "out3")
     lines = failed.stderr.strip().splitlines()
     clear = failed.returncode == 2 and lines[-1].startswith("grace: error: eval expansion: ") and "model item" in lines[-1]
-    leaked = [w for w, t in (("stdout", failed.stdout), ("stderr", failed.stderr)) if KEY in t] + leaks_in_lake_only(faulty)
+    leaked = leaks(faulty, failed.stdout, failed.stderr)  # its runs are on this module's server: their logs and parameters too
     tally(GROUP).record(clear_error=clear, traceback="Traceback" in failed.stderr, got_through=bool(leaked))
     assert clear, failed.stderr[-2000:]
     assert not leaked and not (tmp_path / "out3").exists()
@@ -427,12 +436,10 @@ def test_a_reply_past_a_bound_fails_its_items_in_bounded_time_and_the_round_with
 def grace_round(root: str, env: dict[str, str], rss_file: Path) -> subprocess.CompletedProcess:
     """``grace round --lake ROOT`` in a child process on this module's Prefect server, bounded in
     time; the child writes its peak RSS (KiB) to ``rss_file`` as it exits."""
-    from prefect.settings import PREFECT_API_URL
-
     code = (f"import atexit, resource; atexit.register(lambda: open({str(rss_file)!r}, 'w').write("
             "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); from flows.cli import main; main()")
     return subprocess.run([sys.executable, "-c", code, "round", "--lake", root], capture_output=True, text=True,
-                          env=env | {"PREFECT_API_URL": str(PREFECT_API_URL.value())}, cwd=REPO, timeout=600)
+                          env=on_this_server(env), cwd=REPO, timeout=600)
 
 
 def cli_env(llm: OpenAICompatibleServer, **overrides: str) -> dict[str, str]:
