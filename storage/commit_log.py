@@ -75,6 +75,7 @@ class CommitLog:
         self._records: dict[str, CommitRecord] = {}
         self._version: int | None = None  # the log version _records are complete for
         self._recorded: tuple[int | None, dict[str, int]] = (None, {})  # latest_versions() of log version …
+        self._known: dict[str, int] = {}  # the last latest_versions() this object read or learnt
 
     def records(self) -> dict[str, CommitRecord]:
         """Every committed unit of work by key."""
@@ -116,12 +117,24 @@ class CommitLog:
                 for name, w in r.tables.items():
                     out[name] = max(out.get(name, -1), w.version)
             self._recorded = (self._version, out)
+        self._known = dict(self._recorded[1])
         return dict(self._recorded[1])
 
+    @property
+    def version(self) -> int | None:
+        """The version of the commit log :meth:`records` last read (None: not read yet, or none)."""
+        return self._version
+
+    def learn(self, recorded: Mapping[str, int]) -> None:
+        """Take ``recorded`` (:meth:`latest_versions` as another lake object of this process read
+        it) as what :meth:`known_versions` answers."""
+        self._known = dict(recorded)
+
     def known_versions(self) -> dict[str, int]:
-        """:meth:`latest_versions` as last read by this process, without reading the log again
-        (empty before the first read): a check that may lag behind, never ahead."""
-        return dict(self._recorded[1])
+        """:meth:`latest_versions` as last read by this process (by this log object, or learnt,
+        :meth:`learn`, whichever came last), without reading the log again (empty before the
+        first read): a check that may lag behind, never ahead."""
+        return dict(self._known)
 
     def versions_as_of_round(self, round_: int) -> dict[str, int]:
         """Per table, the largest version recorded by a commit of a round up to ``round_``."""

@@ -199,14 +199,15 @@ class DeltaTables:
         """The Delta table at ``rel`` at its latest version, or None if absent, for reading only
         (shared: never written with, nor moved to another version): the one this process opened
         before while its log lists as it did then (:data:`_OPENED`), else opened afresh."""
-        signature = log_signature(self.store, f"{rel}/_delta_log")
-        if signature is None:
+        log = f"{rel}/_delta_log"
+        listed = log_signature(self.store, log)
+        if listed is None:
             return self.load(rel)
-        opened = _OPENED.get(self.store, rel, signature)
+        opened = _OPENED.get(self.store, rel, listed.digest)
         if opened is None:
             opened = self.load(rel)
-            if opened is not None:
-                _OPENED.put(self.store, rel, signature, opened)
+            if opened is not None and opened.version() == listed.newest[log]:  # not a commit that landed since the listing
+                _OPENED.put(self.store, rel, listed.digest, opened)
         return opened
 
     def create(self, rel: str, schema: pa.Schema, *, partitioned: bool, name: str, version: int) -> DeltaTable:

@@ -28,20 +28,21 @@ from grace_core.errors import InvalidTable, LakeError
 from storage.catalog import ensure_catalog
 from storage.catalog_seal import table_folders
 from storage.commit import CommitResult, commit_tables
-from storage.commit_log import CommitLog
+from storage.commit_log import LOG_REL, CommitLog
 from storage.config import LakeConfig
 from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
-from storage.log_listing import ListedCache, lake_fingerprint
+from storage.log_listing import ListedCache, lake_listing
 from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
 from storage.schemas import ROUND, TABLES, table_spec
 from storage.sql_access import SqlAccess
 
-_STATES: ListedCache[LakeState] = ListedCache(16)
-"""Lake URI → the last state this process read of it, under the lake's fingerprint
-(:func:`~storage.log_listing.lake_fingerprint`: the test that tells a catalog current), shared by
-every lake object: a lake whose Delta logs list as they did then holds what it held then."""
+_STATES: ListedCache[tuple[LakeState, dict[str, int]]] = ListedCache(16)
+"""Per lake, the last state this process read of it and the table versions its commit log
+recorded then, under the lake's listing (:func:`~storage.log_listing.lake_listing`, whose digest
+tells a catalog current), shared by every lake object: a lake whose Delta logs list as they did
+then holds what it held then."""
 
 
 class Lake:
@@ -81,15 +82,18 @@ class Lake:
         """Every table at its current version; :class:`LakeError` naming the table when one is
         older than the commit log says it is (:meth:`lost_tables`)."""
         # the listing first: a catalog of this state must not vouch for a commit that lands as it is read
-        fingerprint = lake_fingerprint(self.store)
-        known = _STATES.get(self.store, "", fingerprint)
+        listed = lake_listing(self.store)
+        known = _STATES.get(self.store, "", listed.digest)
         if known is not None:
-            return known
+            self.log.learn(known[1])  # what read_arrow checks a table against (lost_tables)
+            return known[0]
         recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
         state = self.tables.state()
         self._refuse_lost(recorded, state.versions)
-        state = dataclasses.replace(state, log_fingerprint=fingerprint)
-        _STATES.put(self.store, "", fingerprint, state)
+        state = dataclasses.replace(state, log_fingerprint=listed.digest)
+        found = {f"{LOG_REL}/_delta_log": self.log.version} | {f"{table_rel(name)}/_delta_log": v for name, v in state.versions.items()}
+        if all(listed.newest.get(log) == version for log, version in found.items()):  # not a commit that landed since the listing
+            _STATES.put(self.store, "", listed.digest, (state, recorded))
         return state
 
     def lost_tables(self) -> dict[str, str]:

@@ -7,10 +7,12 @@ listings of a log that agree on the entry names and on the inode, size and modif
 lake) or ETag (S3: a digest of the content) of its latest version entry and
 ``_last_checkpoint`` show one and the same table; a table removed and made again at the same
 place writes its entries anew, with other times (and other file names inside them, so other
-ETags). :func:`log_signature` is that digest for one table (what :class:`storage.delta_tables.DeltaTables`
-checks before it reuses a table it opened), :func:`lake_fingerprint` for every log of a lake
-(what a catalog records, :mod:`storage.catalog_seal`, and what :meth:`storage.lake.Lake.state`
-checks before it reuses a state it read).
+ETags). :func:`log_signature` is that listing for one table (what :class:`storage.delta_tables.DeltaTables`
+checks before it reuses a table it opened), :func:`lake_listing` for every log of a lake (its
+digest, :func:`lake_fingerprint`, is what a catalog records, :mod:`storage.catalog_seal`, and
+what :meth:`storage.lake.Lake.state` checks before it reuses a state it read). Only the latest
+version entry and ``_last_checkpoint`` are compared beyond their names: an older entry or a
+checkpoint file rewritten in place, keeping its name, is not seen (Delta never does either).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from storage.filesystem import LocalStore, S3Store, Store
@@ -69,12 +72,30 @@ def _digest_input(rel: str, listed: Listing) -> bytes:
     return json.dumps([rel, names, [(n, *stats(n)) for n in latest]]).encode()
 
 
-def log_signature(store: Store, rel: str) -> str | None:
-    """A digest of how the Delta log folder ``rel`` (``tables/<name>/_delta_log``) of ``store``
-    lists (see the module docstring); None when there is no log there. A local folder of a few
-    hundred entries: a fraction of a millisecond; S3: one listing."""
+def _newest(listed: Listing) -> int | None:
+    """The highest version whose entry (``NNN.json``) the log lists."""
+    versions = [int(m[1]) for n in listed[0] if (m := _LATEST_LOG_ENTRY.match(n))]
+    return max(versions) if versions else None
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """How one or more Delta logs listed: ``digest`` (see the module docstring) and, per log
+    folder, the highest version it lists (``newest``): a read that found exactly those versions
+    read what the listing shows, not a commit that landed after it."""
+
+    digest: str
+    newest: dict[str, int | None]
+
+
+def log_signature(store: Store, rel: str) -> LogListing | None:
+    """How the Delta log folder ``rel`` (``tables/<name>/_delta_log``) of ``store`` lists; None
+    when there is no log there. A local folder of a few hundred entries: a fraction of a
+    millisecond; S3: one listing."""
     listed = _listing(store, rel)
-    return None if listed is None else hashlib.sha256(_digest_input(rel, listed)).hexdigest()[:32]
+    if listed is None:
+        return None
+    return LogListing(hashlib.sha256(_digest_input(rel, listed)).hexdigest()[:32], {rel: _newest(listed)})
 
 
 def log_folders(store: Store) -> list[str]:
@@ -92,11 +113,11 @@ def log_folders(store: Store) -> list[str]:
     return sorted(folders)
 
 
-def lake_fingerprint(store: Store) -> str:
-    """A digest of how the Delta logs of the lake ``store`` list (:func:`log_signature` of every
-    folder of :func:`log_folders`). Every commit, removal or rollback of a version, and every
-    rewrite of a latest entry, changes it. Local: a folder of a few hundred names per log, about
-    a millisecond. S3: one listing per log, eight at a time."""
+def lake_listing(store: Store) -> LogListing:
+    """How every Delta log of the lake ``store`` lists (:func:`log_folders`; a folder removed as
+    it was listed, or an empty prefix, counts as absent). Every commit, removal or rollback of a
+    version, and every rewrite of a latest entry, changes its digest. Local: a folder of a few
+    hundred names per log, about a millisecond. S3: one listing per log, eight at a time."""
     folders = log_folders(store)
     if isinstance(store, LocalStore):
         listed = [_listing(store, rel) for rel in folders]
@@ -104,30 +125,41 @@ def lake_fingerprint(store: Store) -> str:
         with ThreadPoolExecutor(max_workers=8) as pool:
             listed = list(pool.map(lambda rel: _listing(store, rel), folders))
     digest = hashlib.sha256()
+    newest = {}
     for rel, one in zip(folders, listed):
-        if one is not None:  # removed as it was listed, or an empty prefix: the digest differs
+        if one is not None:
             digest.update(_digest_input(rel, one))
-    return digest.hexdigest()[:32]
+            newest[rel] = _newest(one)
+    return LogListing(digest.hexdigest()[:32], newest)
+
+
+def lake_fingerprint(store: Store) -> str:
+    """The digest of :func:`lake_listing`: what a catalog records of the lake state it shows."""
+    return lake_listing(store).digest
 
 
 class ListedCache(Generic[T]):
     """What this process read of lakes (a table it opened, a lake's state), each kept with the
-    digest of the listing it was read under (:func:`log_signature`, :func:`lake_fingerprint`,
-    taken *before* the read) and handed out again only while the listing is the same: nothing
-    was added, removed or rewritten since, so the same read would find the same. A read that a
-    commit overtook is kept under the older digest, which the next listing no longer matches.
-    Thread-safe; at most ``size`` entries (the least recently used go); a forked child starts
-    empty."""
+    listing it was read under (:func:`log_signature`, :func:`lake_listing`, taken *before* the
+    read) and handed out again only while the logs list the same: nothing was added, removed or
+    rewritten since, so the same read would find the same. A read is kept only when it found the
+    versions the listing shows (the caller checks :attr:`LogListing.newest`): one that a commit
+    overtook could otherwise come back after that commit's entry were removed. Thread-safe; at
+    most ``size`` entries (the least recently used go); a forked child starts empty, with a
+    fresh lock (the parent's entries stay referenced, never destroyed in the child, as
+    :class:`grace_core.per_process.PerProcess` does)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._items: OrderedDict[tuple[str | None, str, str], tuple[str, T]] = OrderedDict()
-        self._pid = os.getpid()
+        self._inherited: list[OrderedDict] = []
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
 
-    def _own(self) -> None:
-        if self._pid != os.getpid():
-            self._items, self._pid = OrderedDict(), os.getpid()
+    def _forget(self) -> None:
+        self._inherited.append(self._items)
+        self._items = OrderedDict()
+        self._lock = threading.Lock()
 
     @staticmethod
     def _key(store: Store, rel: str) -> tuple[str | None, str, str]:
@@ -137,7 +169,6 @@ class ListedCache(Generic[T]):
         """The value kept for ``rel`` (``""``: the lake) of ``store`` if it was read under ``digest``, else None."""
         key = self._key(store, rel)
         with self._lock:
-            self._own()
             kept = self._items.get(key)
             if kept is None or kept[0] != digest:
                 return None
@@ -148,7 +179,6 @@ class ListedCache(Generic[T]):
         """Keep ``value``, read under ``digest``, for ``rel`` of ``store``."""
         key = self._key(store, rel)
         with self._lock:
-            self._own()
             self._items[key] = (digest, value)
             self._items.move_to_end(key)
             while len(self._items) > self._size:

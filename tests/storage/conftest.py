@@ -90,14 +90,16 @@ def copy_lake(template: Path, dest: Path) -> Path:
     return Path(shutil.copytree(template, dest, symlinks=True))
 
 
-def remove_lake(config: LakeConfig) -> None:
+def remove_lake(config: LakeConfig, rel: str = "") -> None:
     """Every file of the lake of ``config`` gone (a local folder, or every object under the S3
-    prefix); its cached catalogs (an S3 lake's, a time-travel one) stay where they are."""
+    prefix), or only those under ``rel`` (a file or folder of it); its cached catalogs (an S3
+    lake's, a time-travel one) stay where they are."""
     if not config.lake.startswith("s3://"):
-        shutil.rmtree(config.lake)
+        path = Path(config.lake) / rel
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
         return
     bucket, _, prefix = config.lake.removeprefix("s3://").partition("/")
     s3 = boto3.client("s3", endpoint_url=config.s3_endpoint_url, region_name="us-east-1")
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/{rel}"):
         for obj in page.get("Contents", []):
             s3.delete_object(Bucket=bucket, Key=obj["Key"])

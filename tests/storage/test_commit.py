@@ -133,6 +133,11 @@ def test_what_a_process_read_is_reused_only_while_the_lake_lists_as_it_did(
     assert remade.versions == first.versions and remade.table("claims").files != first.table("claims").files
     assert sorted(lake.read("claims")["claim_id"]) == [f"n{i}" for i in range(7)]
     assert not lake.is_committed("round2")
+    third = Lake.open(lake_config)
+    assert third.state() == remade  # as `lake` read it: and so what its commit log recorded, which a table is checked against
+    remove_lake(lake_config, f"tables/claims/_delta_log/{remade.table('claims').version:020d}.json")
+    with pytest.raises(LakeError, match="table claims is at version"):
+        third.read("claims")
 
 
 def test_a_table_first_written_as_it_is_read_is_not_taken_for_lost(
