@@ -38,12 +38,12 @@ from storage.config import LakeConfig
 from storage.delta_tables import first_line, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
 from storage.lake import Lake
+from storage.log_listing import delta_log
 from storage.schemas import TABLES
 
 MANIFEST = "grace-backup.json"
 FORMAT = 1
 _LOG_ENTRY = re.compile(r"^(\d{20})\.(json|checkpoint(\.\d+\.\d+)?\.parquet)$")
-LOG_DIR = "_delta_log"
 
 
 @dataclass
@@ -142,11 +142,11 @@ def _carried_over_compactions(lake: Lake, rel: str, recorded: int) -> int:
 def _log_entries(store: Store, rel: str, version: int) -> list[str]:
     """The Delta log files of the table at ``rel`` for versions up to ``version`` (commits and
     checkpoints; ``_last_checkpoint`` is left out: a reader lists the log without it)."""
-    names = store.list_names(f"{rel}/{LOG_DIR}")
+    names = store.list_names(delta_log(rel))
     entries = [n for n in names if (m := _LOG_ENTRY.match(n)) and int(m.group(1)) <= version]
     if f"{version:020d}.json" not in entries:
         raise LakeError(f"lake {store.uri}: {rel} has no log entry for version {version}")
-    return sorted(f"{rel}/{LOG_DIR}/{n}" for n in entries)
+    return sorted(f"{delta_log(rel)}/{n}" for n in entries)
 
 
 def _data_files(lake: Lake, rel: str, version: int) -> dict[str, int]:

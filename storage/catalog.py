@@ -292,8 +292,8 @@ def _open_copy(store: Store, target: Path, tmp: Path) -> tuple[duckdb.DuckDBPyCo
     catalog there or it cannot (the copy is removed: the build starts from an empty file)."""
     con = None
     try:
-        copied = file_identity(target)  # a catalog is replaced whole, never rewritten: the same identity after
-        shutil.copyfile(target, tmp)  # the copy is the same file throughout it
+        copied = file_identity(target)  # a catalog is replaced whole, never rewritten in place: the same
+        shutil.copyfile(target, tmp)  # identity before and after the copy means the copy is of that one file
         known = known_state(target, copied) if file_identity(target) == copied else None
         con = _connect(store, tmp, read_only=False)
         shown = _shown_versions(con, store, target, known)

@@ -41,7 +41,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from grace_core.errors import LakeError
 from storage.filesystem import Store
-from storage.log_listing import ListedCache, log_signature
+from storage.log_listing import ListedCache, delta_log, log_signature
 from storage.schemas import ROUND, TABLES, TableSpec
 
 TABLES_DIR = "tables"
@@ -199,7 +199,7 @@ class DeltaTables:
         """The Delta table at ``rel`` at its latest version, or None if absent, for reading only
         (shared: never written with, nor moved to another version): the one this process opened
         before while its log lists as it did then (:data:`_OPENED`), else opened afresh."""
-        log = f"{rel}/_delta_log"
+        log = delta_log(rel)
         listed = log_signature(self.store, log)
         if listed is None:
             return self.load(rel)

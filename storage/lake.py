@@ -32,7 +32,7 @@ from storage.commit_log import LOG_REL, CommitLog
 from storage.config import LakeConfig
 from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
-from storage.log_listing import ListedCache, lake_listing
+from storage.log_listing import ListedCache, delta_log, lake_listing
 from storage.migrate import refuse_unmigrated
 from storage.readonly_sql import run_readonly
 from storage.schemas import ROUND, TABLES, table_spec
@@ -91,7 +91,7 @@ class Lake:
         state = self.tables.state()
         self._refuse_lost(recorded, state.versions)
         state = dataclasses.replace(state, log_fingerprint=listed.digest)
-        found = {f"{LOG_REL}/_delta_log": self.log.version} | {f"{table_rel(name)}/_delta_log": v for name, v in state.versions.items()}
+        found = {delta_log(LOG_REL): self.log.version} | {delta_log(table_rel(name)): v for name, v in state.versions.items()}
         if all(listed.newest.get(log) == version for log, version in found.items()):  # not a commit that landed since the listing
             _STATES.put(self.store, "", listed.digest, (state, recorded))
         return state

@@ -30,7 +30,9 @@ from typing import Generic, TypeVar
 
 from storage.filesystem import LocalStore, S3Store, Store
 
-DELTA_LOGS = ("tables/*/_delta_log", "_grace/commits/_delta_log")
+LOG_DIR = "_delta_log"
+"""The folder of a Delta table that holds its log."""
+DELTA_LOGS = (f"tables/*/{LOG_DIR}", f"_grace/commits/{LOG_DIR}")
 """The Delta logs of a lake (every table's and the commit log's), relative to its root."""
 _LATEST_LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
 
@@ -38,6 +40,11 @@ T = TypeVar("T")
 
 Listing = tuple[list[str], Callable[[str], tuple]]
 """A log folder's sorted entry names, and how to stat one of them (inode, size and time, or size and ETag)."""
+
+
+def delta_log(rel: str) -> str:
+    """The log folder of the Delta table at ``rel`` (relative to the lake root)."""
+    return f"{rel}/{LOG_DIR}"
 
 
 def _local_listing(store: LocalStore, rel: str) -> Listing | None:
