@@ -57,6 +57,8 @@ def desk(tmp_path: Path) -> Iterator[tuple[Api, Path, dict]]:
 
 
 def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
     api, lake, env = desk
     serve_log = tmp_path / "serve.log"
     batch = tmp_path / "one-paper.jsonl"
@@ -178,7 +180,7 @@ def test_ingest_from_the_run_form_then_review_in_the_default_ui(desk, tmp_path: 
         assert options.all_inner_texts() == ["confirm", "reject", "abstain", "leave pending"]
         page.screenshot(path=str(screens / "08-review-form-choices.png"))
         options.filter(has_text="reject").click()
-        assert select.inner_text() == "reject"
+        expect(select).to_have_text("reject", timeout=10_000)  # the page draws the choice on its next update (slower on a loaded machine)
         dialog.locator("textarea").first.fill(NOTE)
         keyed(dialog)
         shot("09-review-form-filled")
