@@ -104,6 +104,18 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The README's first block, run once per session (``./dev demo`` into the session's folder,
+    tests/test_doc_commands.py ``run_block``): the folder, holding ``demo-lake``, and what the
+    run printed. The doc-block tests check the run; tests/storage copies its lake
+    (``demo_lake_template``); tests/worker_groups.py keeps them all on one worker."""
+    from tests.test_doc_commands import DEMO_BLOCK, run_block
+
+    folder = tmp_path_factory.mktemp("demo")
+    return folder, run_block(DEMO_BLOCK, folder)
+
+
+@pytest.fixture(scope="session")
 def prefect_server() -> Iterator[None]:
     """A real temporary Prefect server (``prefect_test_harness``) for the flow tests of this
     process, one per session (per pytest-xdist worker), with ``PREFECT_HOME`` in a temporary

@@ -5,7 +5,7 @@ and file formats; the README's session is tests/test_readme.py's) and docs/desig
 blocks (formulas).
 
 The blocks run in bash in a temporary folder as a user's shell in a clone would: ``.venv/bin``
-on the PATH, no GRACE_*/PREFECT_* variable, links to the clone's ``flows/`` and ``.venv``, and
+on the PATH, no GRACE_*/PREFECT_* variable (but the tests' GRACE_EMBED_PRECISION), links to the clone's ``flows/`` and ``.venv``, and
 ``./lake``, a copy of one demo lake that ``./dev demo`` (the README's first block) makes once per
 session. Also here: docs/commands.md's row of each command names every option of its --help."""
 
@@ -173,7 +173,8 @@ def run_block(key: tuple[str, str], folder: Path) -> subprocess.CompletedProcess
     venv = REPO / ".venv"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_")) and k not in ("COLUMNS", "VIRTUAL_ENV")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(venv)))
-    env |= {"PREFECT_HOME": str(folder / ".prefect"), "COLUMNS": "120"}
+    # the tests' embedding precision (tests/conftest.py), not "auto": tests/storage recomputes from copies of the demo's lake
+    env |= {"PREFECT_HOME": str(folder / ".prefect"), "COLUMNS": "120", "GRACE_EMBED_PRECISION": os.environ["GRACE_EMBED_PRECISION"]}
     if not how.in_clone:
         for name in ("flows", ".venv"):
             (folder / name).symlink_to(REPO / name)
@@ -182,14 +183,6 @@ def run_block(key: tuple[str, str], folder: Path) -> subprocess.CompletedProcess
     argv = [str(REPO / ".venv" / "bin" / "python"), "-c", text] if python else ["bash", "-euo", "pipefail", "-c", text]
     return subprocess.run(argv, cwd=REPO if how.in_clone else folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
                           start_new_session=True)
-
-
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    """The README's first block, run once (``./dev demo`` into the session's folder): the
-    folder, holding ``demo-lake``, and what the run printed."""
-    folder = tmp_path_factory.mktemp("demo")
-    return folder, run_block(DEMO_BLOCK, folder)
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ tests are kept together in one unit, so they run on one worker:
   server (:data:`OFFLINE_MODEL_TESTS`): only one process imports torch and litellm and loads
   the model;
 - the tests that share a costly module- or session-scoped fixture (a lake built by real rounds,
-  the demo run, a loopback model server…: :data:`SHARED_FIXTURE_MODULES`, one unit per module;
+  a loopback model server…: :data:`SHARED_FIXTURE_MODULES`, one unit per module;
   :data:`DEMO_LAKE_TESTS`; :data:`PER_LAKE_MODULES`, one unit per kind of lake): split over two
   workers, each worker would build the fixture again.
 
@@ -44,13 +44,13 @@ SHARED_FIXTURE_MODULES = (
     "tests/reliability/test_llm_faults.py",  # its loopback model server and Prefect server
     "tests/storage/test_catalog.py",  # two_rounds
     "tests/storage/test_cli.py",  # the filled lake template
-    "tests/test_doc_commands.py",  # the demo run of the README's first block
 )
 """Modules whose tests share a costly module- or session-scoped fixture: one unit each."""
 
 DEMO_LAKE = "demo-lake"
-DEMO_LAKE_TESTS = ("tests/storage/test_migrate_rebuild.py", "tests/storage/test_backup_round.py")
-"""The tests that copy the session's ``grace demo`` lake (tests/storage/conftest.py): one unit."""
+DEMO_LAKE_TESTS = ("tests/test_doc_commands.py", "tests/storage/test_migrate_rebuild.py", "tests/storage/test_backup_round.py")
+"""The tests of the README's ``./dev demo`` run and of copies of its lake (tests/conftest.py
+``demo_run``, run once per session): one unit."""
 
 PER_LAKE_MODULES = (
     "tests/reliability/test_sql_attacks.py",  # run: every attack on one local lake, then on one S3 lake
@@ -63,10 +63,9 @@ DEFAULT_S = 1.0
 
 EXPECTED_S: dict[str, float] = {
     # shared units: their fixture once and their tests
-    DEMO_LAKE: 260,
+    DEMO_LAKE: 170,
     "tests/reliability/test_llm_faults.py": 180,
     "tests/reliability/test_sql_attacks.py[s3]": 70,
-    "tests/test_doc_commands.py": 150,
     "tests/flows/test_pipeline.py": 80,
     "tests/storage/test_catalog.py": 80,
     "tests/evaluation/test_expansion.py": 70,

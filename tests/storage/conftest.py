@@ -71,17 +71,25 @@ def back_up_while(process: subprocess.Popen, lake: Lake, folder: Path, *, limit:
 
 
 @pytest.fixture(scope="session")
-def demo_lake_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``grace demo`` on the bundled papers (real flows on a temporary Prefect server, the offline
-    models, the verifier as reviewer), run once per session: a lake after two rounds. Copy it
+def demo_lake_template(demo_run: tuple[Path, subprocess.CompletedProcess]) -> Path:
+    """The lake of the README's ``./dev demo`` (tests/conftest.py ``demo_run``: ``grace demo`` on
+    the bundled papers, real flows on a temporary Prefect server, the offline models, the
+    verifier as reviewer), run once per session: a lake after two rounds. Copy it
     (:func:`copy_lake`), never change it; tests/worker_groups.py keeps its users on one worker."""
-    root = tmp_path_factory.mktemp("demo-lake") / "lake"
-    env = {**os.environ, "GRACE_HALLUCINATION_RATE": "0.2"}  # the demo's rate, for the rounds run after it
-    env.pop("PREFECT_API_URL", None)  # the demo runs its own temporary server
-    done = subprocess.run([str(Path(sys.executable).with_name("grace")), "demo", "--lake", str(root)], capture_output=True,
-                          text=True, env=env, timeout=900)
+    folder, done = demo_run
     assert done.returncode == 0, done.stderr[-3000:]
-    return root
+    return folder / "demo-lake"
+
+
+@pytest.fixture
+def after_demo_env(prefect_server: None) -> dict[str, str]:
+    """The environment of a ``grace`` command run on a copy of the demo lake: the demo's
+    hallucination rate (for the rounds run after it), and this worker's Prefect server (the
+    session's ``prefect_server``): no temporary server of its own, whose start is not what these
+    tests are about (tests/flows/test_quiet_terminal.py and the README's runs cover it)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return {**os.environ, "GRACE_HALLUCINATION_RATE": "0.2", "PREFECT_API_URL": str(PREFECT_API_URL.value())}
 
 
 def copy_lake(template: Path, dest: Path) -> Path:

@@ -5,7 +5,6 @@ round ran on."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -26,12 +25,6 @@ GRACE = str(Path(sys.executable).with_name("grace"))
 VIEWS = ("round_metrics", "claim_status", "verdict_outcomes", "deferral_outcomes")
 
 
-def environment() -> dict[str, str]:
-    env = {**os.environ, "GRACE_HALLUCINATION_RATE": "0.2"}  # the demo's rate, for the rounds after it
-    env.pop("PREFECT_API_URL", None)  # each command runs its own temporary server
-    return env
-
-
 def rows(lake: Lake, view: str) -> list[dict]:
     return lake.query(f"SELECT * FROM {view} ORDER BY ALL").to_dicts()
 
@@ -40,15 +33,17 @@ def round_keys(lake: Lake, round_id: int) -> set[str]:
     return {k for k, r in lake.log.records().items() if r.round == round_id}
 
 
-def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(demo_lake_template: Path, tmp_path: Path) -> None:
+def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(
+    demo_lake_template: Path, tmp_path: Path, after_demo_env: dict[str, str],
+) -> None:
     source = copy_lake(demo_lake_template, tmp_path / "lake")  # `grace demo`'s lake, run once per session
     config = LakeConfig(lake=str(source))
     lake = Lake.open(config)
     before = round_keys(lake, 3)
     assert not before
-    running = subprocess.Popen([GRACE, "round", "--lake", str(source), "--round", "3"], env=environment(),
+    running = subprocess.Popen([GRACE, "round", "--lake", str(source), "--round", "3"], env=after_demo_env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while running.poll() is None and not round_keys(lake, 3):  # its temporary server starts: nothing to back up yet
+    while running.poll() is None and not round_keys(lake, 3):  # it starts: nothing to back up yet
         time.sleep(0.1)
     backups, err = back_up_while(running, lake, tmp_path, limit=40, pause=0.2)
     assert running.returncode == 0, err
@@ -67,7 +62,7 @@ def test_backups_taken_while_a_round_runs_restore_whole_and_finish_the_round(dem
     # the latest midway backup, restored, finishes the round to the source's answers
     restored = tmp_path / "finished"
     restore_lake(open_location(config, str(backups[midway[-1]])), LakeConfig(lake=str(restored)))
-    subprocess.run([GRACE, "round", "--lake", str(restored), "--round", "3"], check=True, capture_output=True, env=environment(),
+    subprocess.run([GRACE, "round", "--lake", str(restored), "--round", "3"], check=True, capture_output=True, env=after_demo_env,
                    timeout=900)
     again = Lake.open(LakeConfig(lake=str(restored)))
     for view in VIEWS:

@@ -10,7 +10,6 @@ earlier format, commit by commit, from the tables' own Delta logs.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -33,9 +32,7 @@ VIEWS = ("round_metrics", "verdict_outcomes", "deferral_outcomes", "claim_status
          "review_queue", *DERIVED)
 
 
-def grace_process(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GRACE_HALLUCINATION_RATE": "0.2"}  # the demo's rate, for a round run after it
-    env.pop("PREFECT_API_URL", None)  # each run has its own temporary server
+def grace_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     res = subprocess.run([GRACE, *args], capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
     return res
@@ -82,7 +79,7 @@ def test_migrate_rebuilds_every_derived_table_and_view(lakes, tmp_path: Path, mo
     assert {v: rows(lake, v) for v in DERIVED} == stored
 
 
-def test_the_next_round_of_a_migrated_lake_changes_no_past_row(lakes, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_the_next_round_of_a_migrated_lake_changes_no_past_row(lakes, tmp_path: Path, monkeypatch, capsys, after_demo_env) -> None:
     demo, old = lakes
     mine, theirs = tmp_path / "migrated", tmp_path / "original"
     shutil.copytree(old, mine)
@@ -90,7 +87,7 @@ def test_the_next_round_of_a_migrated_lake_changes_no_past_row(lakes, tmp_path: 
     assert run_grace(monkeypatch, capsys, "migrate", "--lake", str(mine))[0] == 0
     before = rows(mine, "round_metrics")
     for lake in (mine, theirs):
-        grace_process("round", "--lake", str(lake), "--round", "3")
+        grace_process(after_demo_env, "round", "--lake", str(lake), "--round", "3")
     after = rows(mine, "round_metrics")
     assert [r["round"] for r in after] == [1, 2, 3]
     # round 1's row and round 2's scoring columns stay; only round 2's pending deferrals got decided
