@@ -290,37 +290,22 @@ def test_grace_demo_on_a_server_that_fails_every_call_exits_2_with_one_line_and_
     llm: OpenAICompatibleServer, tmp_path: Path, tally: Callable[[str], Tally],
 ) -> None:
     llm.fallback = "echo_key"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_API_URL"))}
-    env |= litellm_env(llm, GRACE_MAX_RETRIES="1", GRACE_REQUEST_TIMEOUT_S="5") | {
-        "PREFECT_HOME": str(tmp_path / "prefect-home"), "OMP_NUM_THREADS": "1"}
+    env = cli_env(llm, GRACE_MAX_RETRIES="1", GRACE_REQUEST_TIMEOUT_S="5")
     root = str(tmp_path / "demo-lake")
-    proc = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "demo", "--lake", root, "--rounds", "1"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+    proc = grace_cli(["demo", "--lake", root, "--rounds", "1"], env)
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
     clear = proc.returncode == 2 and last.startswith("grace: error: round 1: build: ") and "(responder " in last
     leaked = [w for w, text in (("stdout", proc.stdout), ("stderr", proc.stderr)) if KEY in text]
-    leaked += leaks_in_lake_only(root)
+    leaked += leaks(root)  # its runs are on this module's server: their logs and parameters too
     tally(GROUP).record(clear_error=clear, traceback="Traceback" in proc.stdout + proc.stderr, got_through=bool(leaked))
     assert clear, proc.stderr[-2000:]
     assert "round 1 done" not in proc.stdout and "litellm models (responder openai/test-model" in proc.stdout
     assert "offline models" not in proc.stdout
     assert "Traceback" not in proc.stderr and not leaked, leaked
     assert llm.authorizations and all(a == f"Bearer {KEY}" for a in llm.authorizations), "the key was sent, and echoed back"
-    sql = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "sql", "--lake", root,
-                          "SELECT bool_and(contains(error, '[REDACTED]')) AS all_redacted, count(*) AS failed_calls FROM llm_calls "
-                          "WHERE outcome <> 'ok'"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    sql = grace_cli(["sql", "--lake", root, "SELECT bool_and(contains(error, '[REDACTED]')) AS all_redacted, count(*) AS failed_calls "
+                     "FROM llm_calls WHERE outcome <> 'ok'"], env)
     assert sql.returncode == 0 and "true" in sql.stdout and KEY not in sql.stdout + sql.stderr, sql.stdout + sql.stderr
-
-
-def leaks_in_lake_only(root: str) -> list[str]:
-    """:func:`leaks` without the Prefect API (the demo ran its own temporary server)."""
-    found = []
-    lake = lake_of(root)
-    for table in WRITE_ORDER:
-        frame = lake.read(table)
-        found += [f"table {table}.{c}" for c, t in frame.schema.items() if t == pl.Utf8 and frame[c].str.contains(KEY, literal=True).any()]
-    found += [f"file {p}" for p in Path(root).rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
-    return found
 
 
 def on_this_server(env: dict[str, str]) -> dict[str, str]:
@@ -463,7 +448,7 @@ def test_grace_round_on_a_50_mb_reply_exits_2_with_one_line_and_stays_small(
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
     clear = proc.returncode == 2 and last.startswith("grace: error: round 1: build: ") and "larger than 8388608 bytes" in last
     peak_mb = int((tmp_path / "rss").read_text()) / 1024
-    leaked = [w for w, t in (("stdout", proc.stdout), ("stderr", proc.stderr)) if KEY in t] + leaks_in_lake_only(root)
+    leaked = [w for w, t in (("stdout", proc.stdout), ("stderr", proc.stderr)) if KEY in t] + leaks(root)
     tally(GROUP).record(clear_error=clear, traceback="Traceback" in proc.stdout + proc.stderr, got_through=bool(leaked))
     assert clear, proc.stderr[-2000:]
     # was a SIGABRT at 4.2 GB; one 50 MB reply held whole (bytes, text, JSON) is ≥ 100 MB more than a clean round
