@@ -41,7 +41,7 @@ SHARED_FIXTURE_MODULES = (
     "tests/evaluation/test_expansion.py",  # two_papers: a real eval on two papers
     "tests/flows/test_pipeline.py",  # two_rounds: two real rounds on three papers
     "tests/reliability/test_bad_inputs.py",  # the sample and review lake templates
-    "tests/reliability/test_llm_faults.py",  # its loopback model server and Prefect server
+    "tests/reliability/test_llm_faults.py",  # its loopback model server
     "tests/storage/test_catalog.py",  # two_rounds
     "tests/storage/test_cli.py",  # the filled lake template
 )
@@ -64,7 +64,7 @@ DEFAULT_S = 1.0
 EXPECTED_S: dict[str, float] = {
     # shared units: their fixture once and their tests
     DEMO_LAKE: 170,
-    "tests/reliability/test_llm_faults.py": 180,
+    "tests/reliability/test_llm_faults.py": 165,
     "tests/reliability/test_sql_attacks.py[s3]": 50,
     "tests/flows/test_pipeline.py": 80,
     "tests/storage/test_catalog.py": 80,

@@ -28,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +55,16 @@ PRIORS = ["Abstract", "Introduction"]
 GROUP = "llm faults"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server() -> Iterator[None]:
-    """A Prefect server of this module's own (:func:`leaks` reads every log and run it holds)."""
-    from prefect.testing.utilities import prefect_test_harness
+SERVER_SINCE: dict[str, datetime] = {}
+"""When this module's first test started (key ``at``): :func:`leaks` reads every log and run the
+Prefect server holds from then on."""
 
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
+
+@pytest.fixture(scope="module", autouse=True)
+def on_the_workers_server(prefect_server: None) -> None:
+    """The flows of this module, in process or in a child ``grace``, run on the worker's Prefect
+    server (the session's ``prefect_server``)."""
+    SERVER_SINCE.setdefault("at", datetime.now(timezone.utc))
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +110,8 @@ def lake_of(root: str) -> Lake:
 
 def leaks(root: str, *texts: str) -> list[str]:
     """Where the key shows: lake tables (every string cell), lake files (raw bytes), ``texts``,
-    the Prefect API's logs and flow-run parameters."""
+    the Prefect API's logs and flow- and task-run parameters and states since this module started
+    (:data:`SERVER_SINCE`)."""
     found = []
     lake = lake_of(root)
     for table in WRITE_ORDER:
@@ -119,11 +125,16 @@ def leaks(root: str, *texts: str) -> list[str]:
     found += [f"text {i}" for i, t in enumerate(texts) if KEY in t]
     from prefect.client.orchestration import get_client
 
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterExpectedStartTime, LogFilter, LogFilterTimestamp
+
+    since = SERVER_SINCE["at"]
+    runs = FlowRunFilter(expected_start_time=FlowRunFilterExpectedStartTime(after_=since))
     with get_client(sync_client=True) as client:
-        found += ["prefect log" for log in paged(client.read_logs) if KEY in log.message]
-        for run in paged(client.read_flow_runs):
+        logs = partial(client.read_logs, log_filter=LogFilter(timestamp=LogFilterTimestamp(after_=since)))
+        found += ["prefect log" for log in paged(logs) if KEY in log.message]
+        for run in paged(partial(client.read_flow_runs, flow_run_filter=runs)):
             found += [f"prefect flow run {run.name}"] if KEY in repr(run.parameters) + repr(run.state and run.state.message) else []
-        for run in paged(client.read_task_runs):
+        for run in paged(partial(client.read_task_runs, flow_run_filter=runs)):
             found += [f"prefect task run {run.name}"] if KEY in repr(run.task_inputs) + repr(run.state and run.state.message) else []
     return found
 
@@ -296,7 +307,7 @@ def test_grace_demo_on_a_server_that_fails_every_call_exits_2_with_one_line_and_
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
     clear = proc.returncode == 2 and last.startswith("grace: error: round 1: build: ") and "(responder " in last
     leaked = [w for w, text in (("stdout", proc.stdout), ("stderr", proc.stderr)) if KEY in text]
-    leaked += leaks(root)  # its runs are on this module's server: their logs and parameters too
+    leaked += leaks(root)  # its runs are on the worker's server: their logs and parameters too
     tally(GROUP).record(clear_error=clear, traceback="Traceback" in proc.stdout + proc.stderr, got_through=bool(leaked))
     assert clear, proc.stderr[-2000:]
     assert "round 1 done" not in proc.stdout and "litellm models (responder openai/test-model" in proc.stdout
@@ -309,7 +320,7 @@ def test_grace_demo_on_a_server_that_fails_every_call_exits_2_with_one_line_and_
 
 
 def on_this_server(env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a child ``grace`` command whose flows run on this module's Prefect server, not
+    """``env`` for a child ``grace`` command whose flows run on the worker's Prefect server, not
     on a temporary server of its own."""
     from prefect.settings import PREFECT_API_URL
 
@@ -349,7 +360,7 @@ def test_eval_expansion_uses_and_fills_the_call_cache_and_stores_no_figures_of_a
     failed = run(faulty, "out3")
     lines = failed.stderr.strip().splitlines()
     clear = failed.returncode == 2 and lines[-1].startswith("grace: error: eval expansion: ") and "model item" in lines[-1]
-    leaked = leaks(faulty, failed.stdout, failed.stderr)  # its runs are on this module's server: their logs and parameters too
+    leaked = leaks(faulty, failed.stdout, failed.stderr)  # its runs are on the worker's server: their logs and parameters too
     tally(GROUP).record(clear_error=clear, traceback="Traceback" in failed.stderr, got_through=bool(leaked))
     assert clear, failed.stderr[-2000:]
     assert not leaked and not (tmp_path / "out3").exists()
@@ -419,7 +430,7 @@ def test_a_reply_past_a_bound_fails_its_items_in_bounded_time_and_the_round_with
 
 
 def grace_round(root: str, env: dict[str, str], rss_file: Path) -> subprocess.CompletedProcess:
-    """``grace round --lake ROOT`` in a child process on this module's Prefect server, bounded in
+    """``grace round --lake ROOT`` in a child process on the worker's Prefect server, bounded in
     time; the child writes its peak RSS (KiB) to ``rss_file`` as it exits."""
     code = (f"import atexit, resource; atexit.register(lambda: open({str(rss_file)!r}, 'w').write("
             "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); from flows.cli import main; main()")
