@@ -14,7 +14,7 @@ tests are kept together in one unit, so they run on one worker:
 
 Order. Units are sent longest first (their expected seconds, :data:`EXPECTED_S`, measured
 with ``--durations``; a unit not listed counts :data:`DEFAULT_S` a test), so the browser tests and the
-real rounds start at once, on both workers, and the many short tests fill in around them at the
+real rounds start at once, on every worker, and the many short tests fill in around them at the
 end instead of one long test running alone on one worker while the other idles. A worker is
 sent its next unit when it holds its last test (xdist's own scheduler sends it when two are
 left, which queues a long unit behind a long test while the other worker may be idle).
@@ -96,7 +96,7 @@ EXPECTED_S: dict[str, float] = {
     "tests/storage/test_concurrency.py::test_concurrent_ingests_of_overlapping_batches_store_each_document_once[s3]": 15,
     "tests/flows/test_round_command.py::test_ingest_then_round_runs_one_round_per_call": 15,
 }
-"""Expected seconds of a unit (a shared unit's name, or a test's node id), from a two-worker run's
+"""Expected seconds of a unit (a shared unit's name, or a test's node id), from a run's
 ``--durations`` (setup, call and teardown summed; load ≈ 8): the units that took 15 s or more.
 Only the order of the units depends on them: a wrong figure costs time, never a test."""
 
