@@ -21,13 +21,13 @@ import hashlib
 import json
 import os
 import re
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from grace_core.per_process import ForkFresh
 from storage.filesystem import LocalStore, S3Store, Store
 
 LOG_DIR = "_delta_log"
@@ -145,28 +145,20 @@ def lake_fingerprint(store: Store) -> str:
     return lake_listing(store).digest
 
 
-class ListedCache(Generic[T]):
+class ListedCache(ForkFresh[OrderedDict], Generic[T]):
     """What this process read of lakes (a table it opened, a lake's state), each kept with the
     listing it was read under (:func:`log_signature`, :func:`lake_listing`, taken *before* the
     read) and handed out again only while the logs list the same: nothing was added, removed or
     rewritten since, so the same read would find the same. A read is kept only when it found the
     versions the listing shows (the caller checks :attr:`LogListing.newest`): one that a commit
     overtook could otherwise come back after that commit's entry were removed. Thread-safe; at
-    most ``size`` entries (the least recently used go); a forked child starts empty, with a
-    fresh lock (the parent's entries stay referenced, never destroyed in the child, as
-    :class:`grace_core.per_process.PerProcess` does)."""
+    most ``size`` entries (the least recently used go); a forked child starts empty
+    (:class:`~grace_core.per_process.ForkFresh`). Entries: (S3 endpoint, lake URI, rel) →
+    (digest, value)."""
 
     def __init__(self, size: int) -> None:
+        super().__init__(OrderedDict)
         self._size = size
-        self._items: OrderedDict[tuple[str | None, str, str], tuple[str, T]] = OrderedDict()
-        self._inherited: list[OrderedDict] = []
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._inherited.append(self._items)
-        self._items = OrderedDict()
-        self._lock = threading.Lock()
 
     @staticmethod
     def _key(store: Store, rel: str) -> tuple[str | None, str, str]:
@@ -176,17 +168,17 @@ class ListedCache(Generic[T]):
         """The value kept for ``rel`` (``""``: the lake) of ``store`` if it was read under ``digest``, else None."""
         key = self._key(store, rel)
         with self._lock:
-            kept = self._items.get(key)
+            kept = self._state.get(key)
             if kept is None or kept[0] != digest:
                 return None
-            self._items.move_to_end(key)
+            self._state.move_to_end(key)
             return kept[1]
 
     def put(self, store: Store, rel: str, digest: str, value: T) -> None:
         """Keep ``value``, read under ``digest``, for ``rel`` of ``store``."""
         key = self._key(store, rel)
         with self._lock:
-            self._items[key] = (digest, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            self._state[key] = (digest, value)
+            self._state.move_to_end(key)
+            while len(self._state) > self._size:
+                self._state.popitem(last=False)
