@@ -27,6 +27,7 @@ import psutil
 import pytest
 
 from tests.conftest import REPO
+from tests.prefect_db import seed_home
 from tests.reliability.conftest import Tally
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.e2e]
@@ -67,9 +68,11 @@ def wait_for_server_line(proc: subprocess.Popen, timeout_s: float) -> str:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"])
-def test_a_killed_demo_leaves_no_server_running(sig: signal.Signals, tmp_path: Path, tally: Callable[[str], Tally]) -> None:
+def test_a_killed_demo_leaves_no_server_running(sig: signal.Signals, tmp_path: Path, tally: Callable[[str], Tally],
+                                                migrated_prefect_db: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRACE_", "PREFECT_API_URL"))}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect-home"), "OMP_NUM_THREADS": "1", "GRACE_TORCH_THREADS": "1"}
+    seed_home(tmp_path / "prefect-home", migrated_prefect_db)
     proc = subprocess.Popen(
         [sys.executable, "-c", "from flows.cli import main; main()", "demo", "--lake", str(tmp_path / "lake"), "--rounds", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,

@@ -15,7 +15,7 @@ from grace_core.report_figures import precision_by_round, waiting_claims
 from storage.lake import Lake
 from tests.grace_cli import run_grace
 from tests.trust.conftest import T0, VOTES, cid
-from tests.ui.desk import STABLE_SCREENS
+from tests.ui.desk import CHROMIUM, CHROMIUM_ARGS, STABLE_SCREENS, VIEWPORT
 
 PLOTS = ("coverage.png", "frontier.png", "precision.png", "reviewers.png", "reliability.png", "budget.png", "costs.png")
 
@@ -159,10 +159,6 @@ def test_a_lake_without_model_calls_says_so_in_a_line(small_lake: Lake, tmp_path
     assert "No model calls recorded (offline models make none)." in costs and "<img" not in costs and "<table" not in costs
 
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-
-
 @pytest.mark.e2e
 def test_report_renders_in_headless_chromium_with_its_plots(small_lake: Lake, tmp_path: Path, monkeypatch, capsys) -> None:
     from playwright.sync_api import sync_playwright
@@ -171,9 +167,9 @@ def test_report_renders_in_headless_chromium_with_its_plots(small_lake: Lake, tm
     code, _, stderr = run_grace(monkeypatch, capsys, "report", "--lake", small_lake.uri, "--out", str(out))
     assert code == 0, stderr
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            page = browser.new_page(viewport=VIEWPORT)
             page.goto((out / "index.html").as_uri())
             page.wait_for_load_state("load")
             images = page.eval_on_selector_all("img", "els => els.map(e => [e.id, e.complete, e.naturalWidth, e.naturalHeight])")

@@ -20,10 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.prefect_db import seed_home
+
 BIN = Path(sys.executable).parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+                 "--disable-component-update", "--disable-sync", "--disable-3d-apis"]
+"""No WebGL (``--disable-3d-apis``): the one canvas of Prefect's UI that uses it, a flow run's graph,
+which no test looks at, redraws itself through software GL at about a third of a core for as long as
+its page is open (20 s of CPU a test); without it that box stays empty and everything else renders."""
 STABLE_SCREENS = Path("/tmp/grace-ui-screens")
 VIEWPORT = {"width": 1366, "height": 768}
 """The screen the browser tests look at: a common laptop's (issue 34)."""
@@ -144,8 +149,9 @@ def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | No
 
 
 @contextmanager
-def private_server(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
-    """A Prefect server on a free loopback port (its own PREFECT_HOME, log in ``tmp_path/server.log``):
+def private_server(tmp_path: Path, database: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
+    """A Prefect server on a free loopback port (its own PREFECT_HOME, seeded with the migrated
+    database in ``database``: tests/prefect_db.py; log in ``tmp_path/server.log``):
     (api, lake, env), env being what a GRACE process on it runs with: the ``GRACE_*``
     ``settings`` and the lake in ``tmp_path/lake``. With ``login`` (``user:password``) the
     server asks for it (PREFECT_SERVER_API_AUTH_STRING) and every client here sends it
@@ -154,6 +160,7 @@ def private_server(tmp_path: Path, settings: dict[str, str], login: str | None =
         pytest.fail(f"{CHROMIUM} is missing: run scripts/bootstrap.sh (it installs Debian's chromium)")
     lake = tmp_path / "lake"
     server_log = tmp_path / "server.log"
+    seed_home(tmp_path / "prefect-home", database)
     for _ in range(3):
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -216,10 +223,10 @@ def grace_serving(tmp_path: Path, env: dict, log: Path) -> Iterator[subprocess.P
 
 
 @contextmanager
-def running_desk(tmp_path: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
+def running_desk(tmp_path: Path, database: Path, settings: dict[str, str], login: str | None = None) -> Iterator[tuple[Api, Path, dict]]:
     """A Prefect server on a free loopback port (:func:`private_server`) and ``grace serve`` on
     it (output in ``tmp_path/serve.log``): (api, lake, env)."""
-    with private_server(tmp_path, settings, login) as (api, lake, env), grace_serving(tmp_path, env, tmp_path / "serve.log"):
+    with private_server(tmp_path, database, settings, login) as (api, lake, env), grace_serving(tmp_path, env, tmp_path / "serve.log"):
         yield api, lake, env
 
 

@@ -36,11 +36,11 @@ def expected(run: dict) -> datetime:
     return datetime.fromisoformat(run["expected_start_time"])
 
 
-def test_scans_missed_while_serve_was_down_run_once(tmp_path: Path) -> None:
+def test_scans_missed_while_serve_was_down_run_once(tmp_path: Path, migrated_prefect_db: Path) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     settings = {"GRACE_INBOX": str(inbox), "GRACE_INBOX_INTERVAL_S": str(INTERVAL_S)}
-    with private_server(tmp_path, settings) as (api, _, env):
+    with private_server(tmp_path, migrated_prefect_db, settings) as (api, _, env):
         first_log = tmp_path / "serve-1.log"
         with grace_serving(tmp_path, env, first_log):
             deadline = time.monotonic() + 120

@@ -49,10 +49,10 @@ def evidence_in_view(page, dialog, claims: int) -> list[str]:
 
 
 @pytest.fixture
-def desk(tmp_path: Path) -> Iterator[tuple[Api, Path, dict]]:
+def desk(tmp_path: Path, migrated_prefect_db: Path) -> Iterator[tuple[Api, Path, dict]]:
     """A Prefect server on a free loopback port, without a login, and ``grace serve`` on it: (api, lake, env)."""
     settings = {"GRACE_PRIOR_SECTIONS": '["Abstract", "Introduction"]', "GRACE_REVIEWERS": '["alice"]', "GRACE_BUDGET": "5"}
-    with running_desk(tmp_path, settings) as desk:
+    with running_desk(tmp_path, migrated_prefect_db, settings) as desk:
         yield desk
 
 

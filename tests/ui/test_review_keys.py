@@ -35,11 +35,11 @@ LOGIN = "grace:correct-horse-battery"
 
 
 @pytest.fixture
-def locked_desk(tmp_path: Path) -> Iterator[tuple[Api, Path, dict]]:
+def locked_desk(tmp_path: Path, migrated_prefect_db: Path) -> Iterator[tuple[Api, Path, dict]]:
     """The Prefect server behind LOGIN and ``grace serve`` on it; bob is the only human in the
     pool, without the verifier: (api, lake, env)."""
     settings = {"GRACE_REVIEWERS": '["bob"]', "GRACE_USE_VERIFIER": "false", "GRACE_OVERLAP": "1", "GRACE_BUDGET": "10"}
-    with running_desk(tmp_path, settings, login=LOGIN) as desk:
+    with running_desk(tmp_path, migrated_prefect_db, settings, login=LOGIN) as desk:
         yield desk
 
 
