@@ -34,11 +34,13 @@ def migrated_database(root: Path) -> Path:
     with (root / "prefect-db.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / HOME_FILES[0]).exists():
-            home = root / "prefect-db-home"
+            home, building = root / "prefect-db-home", root / "prefect-db.building"
+            for left in (home, building):  # by a worker that failed here before
+                shutil.rmtree(left, ignore_errors=True)
             env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"PREFECT_HOME": str(home)}
-            subprocess.run([sys.executable, "-c", START_AND_STOP], env=env, check=True, timeout=600,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            building = root / "prefect-db.building"
+            started = subprocess.run([sys.executable, "-c", START_AND_STOP], env=env, timeout=600, capture_output=True, text=True)
+            if started.returncode:
+                raise RuntimeError(f"a Prefect server in a new home ({home}) did not start:\n{started.stderr[-3000:]}")
             building.mkdir()
             shutil.copyfile(home / "memo_store.toml", building / "memo_store.toml")
             with closing(sqlite3.connect(home / "prefect.db")) as source, closing(sqlite3.connect(building / "prefect.db")) as copy:
