@@ -126,32 +126,25 @@ def migrated_prefect_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def seeded_prefect_home(migrated_prefect_db: Path) -> None:
-    """This process's ``PREFECT_HOME`` (above) holds the migrated database, so the temporary
-    server of a ``grace`` command run without ``PREFECT_API_URL`` does not migrate a new one."""
-    from tests.prefect_db import seed_home
-
-    seed_home(Path(os.environ["PREFECT_HOME"]), migrated_prefect_db)
-
-
-@pytest.fixture(scope="session")
-def prefect_server(migrated_prefect_db: Path, seeded_prefect_home: None) -> Iterator[None]:
+def prefect_server(migrated_prefect_db: Path) -> Iterator[None]:
     """A real temporary Prefect server (``prefect_test_harness``) for the flow tests of this
     process, one per session (per pytest-xdist worker), with ``PREFECT_HOME`` in a temporary
     folder (above), on a copy of the migrated database. It starts with the first test that asks
     for it (``pytest.mark.usefixtures("prefect_server")`` in a module, or the fixture as an
     argument), so a run of pure unit tests never starts one; the harness sets the API URL in
-    Prefect's settings context, never in the environment."""
+    Prefect's settings context, never in the environment. ``PREFECT_HOME`` gets a copy too, so the
+    temporary server of a ``grace`` command run without ``PREFECT_API_URL`` does not migrate a
+    new database."""
+    from functools import partial
     from unittest import mock
 
     from prefect.testing.utilities import prefect_test_harness
 
-    def database_folder() -> str:  # where the harness keeps its database, prefect-test.db
-        folder = tempfile.mkdtemp(prefix="grace-prefect-db-")
-        shutil.copyfile(migrated_prefect_db / "prefect.db", Path(folder) / "prefect-test.db")
-        return folder
+    from tests.prefect_db import harness_folder, seed_home
 
-    with mock.patch("prefect.testing.utilities.mkdtemp", database_folder), prefect_test_harness(server_startup_timeout=180):
+    seed_home(Path(os.environ["PREFECT_HOME"]), migrated_prefect_db)
+    with mock.patch("prefect.testing.utilities.mkdtemp", partial(harness_folder, migrated_prefect_db)), \
+            prefect_test_harness(server_startup_timeout=180):
         yield
 
 

@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from contextlib import closing
 from pathlib import Path
 
@@ -57,3 +58,11 @@ def seed_home(home: Path, database: Path) -> None:
     for name in HOME_FILES:
         if not (home / name).exists():
             shutil.copyfile(database / name, home / name)
+
+
+def harness_folder(database: Path) -> str:
+    """A new temporary folder holding a copy of the migrated database in ``database`` under the
+    name Prefect's ``prefect_test_harness`` gives its own (``prefect-test.db``)."""
+    folder = tempfile.mkdtemp(prefix="grace-prefect-db-")
+    shutil.copyfile(database / HOME_FILES[0], Path(folder) / "prefect-test.db")
+    return folder
