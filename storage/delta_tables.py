@@ -41,7 +41,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from grace_core.errors import LakeError
 from storage.filesystem import Store
-from storage.log_listing import ListedCache, delta_log, log_signature
+from storage.log_listing import ListedCache, LogListing, delta_log, log_signature
 from storage.schemas import ROUND, TABLES, TableSpec
 
 TABLES_DIR = "tables"
@@ -179,7 +179,7 @@ class DeltaTables:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.options = store.delta_storage_options()
-        self._latest: dict[str, tuple[DeltaTable, TableState]] = {}
+        self._latest: dict[str, tuple[DeltaTable, TableState, str | None]] = {}  # name → table, state, log digest read under
         self._latest_pid = os.getpid()
         self._latest_lock = threading.Lock()
 
@@ -268,11 +268,20 @@ class DeltaTables:
             return TableState(spec.name, None, ())  # as of a round before the table's first commit
         return self._state_of(spec, self.table(spec, version), max_round)
 
-    def _latest_state(self, spec: TableSpec) -> TableState:
-        """Table ``spec`` at its latest version: the snapshot kept from the previous call brought
-        up to date (``update_incremental``; its state reused when no version was added), else a
-        fresh one. Call with ``_latest_lock`` held."""
+    def _latest_state(self, spec: TableSpec, listed: LogListing | None) -> TableState:
+        """Table ``spec`` at its latest version: the snapshot kept from the previous call when its
+        log lists as it did then (``listed``: how the logs listed just before, else unknown),
+        else that snapshot brought up to date (``update_incremental``; its state reused when no
+        version was added) unless its log now lists fewer versions, else a fresh one. Call with
+        ``_latest_lock`` held."""
+        log = delta_log(table_rel(spec.name))
+        digest = listed.logs.get(log) if listed is not None else None
         kept = self._latest.pop(spec.name, None)
+        if kept is not None and digest is not None and kept[2] == digest:
+            self._latest[spec.name] = kept
+            return kept[1]
+        if kept is not None and listed is not None and (listed.newest.get(log) or -1) < (kept[1].version or 0):
+            kept = None  # its log lists fewer versions than were read (cut short, removed): not brought up to date, read afresh
         dt = None
         if kept is not None:
             try:
@@ -285,16 +294,21 @@ class DeltaTables:
             if dt is None:
                 return TableState(spec.name, None, ())
         state = kept[1] if kept is not None and kept[1].version == dt.version() else self._state_of(spec, dt, None)
-        self._latest[spec.name] = (dt, state)
+        # read under ``listed`` only when it found the version listed, not a commit that landed since
+        under = digest if listed is not None and dt.version() == listed.newest.get(log) else None
+        self._latest[spec.name] = (dt, state, under)
         return state
 
-    def state(self, names: Iterable[str] | None = None) -> LakeState:
-        """Every table (or those ``names``) at its latest version."""
+    def state(self, names: Iterable[str] | None = None, *, listed: LogListing | None = None) -> LakeState:
+        """Every table (or those ``names``) at its latest version; ``listed``: how the lake's logs
+        listed just before (:func:`~storage.log_listing.lake_listing`), so that a table whose log
+        lists as when this object last read it is not read again (on S3, two requests or more a
+        table)."""
         specs = [TABLES[n] for n in names] if names is not None else list(TABLES.values())
         with self._latest_lock:
             if self._latest_pid != os.getpid():  # a forked child: the parent's snapshots are not its own
                 self._latest, self._latest_pid = {}, os.getpid()
-            return LakeState(tuple(self._latest_state(s) for s in specs))
+            return LakeState(tuple(self._latest_state(s, listed) for s in specs))
 
     def state_at(self, versions: dict[str, int | None], round_: int) -> LakeState:
         """The tables at ``versions`` (absent: empty), without partitions after ``round_``."""
@@ -343,19 +357,18 @@ def snapshot_dataset(
     and twice per write. Fragment paths are the files' paths relative to the table (the keys of
     :func:`_file_stats`)."""
     actions = pa.table(dt.get_add_actions(flatten=True))
-    paths = [unquote(p) for p in actions.column("path").to_pylist()]
+    files = zip([unquote(p) for p in actions.column("path").to_pylist()], actions.column("size_bytes").to_pylist(), strict=True)
     wanted = None if rounds is None else {int(r) for r in rounds}
     if spec.partitioned:
         parts = actions.column(f"partition.{ROUND}").to_pylist() if actions.num_rows else []
-        chosen = [(p, r) for p, r in zip(paths, parts, strict=True) if wanted is None or r in wanted]
-        paths = [p for p, _ in chosen]
-        partitions = [ds.field(ROUND) == pa.scalar(r, spec.schema.field(ROUND).type) for _, r in chosen]
+        chosen = [(p, size, ds.field(ROUND) == pa.scalar(r, spec.schema.field(ROUND).type))
+                  for (p, size), r in zip(files, parts, strict=True) if wanted is None or r in wanted]
     else:
-        partitions = [ds.scalar(True)] * len(paths)
-    return ds.FileSystemDataset.from_paths(
-        paths, schema=spec.schema, format=ds.ParquetFileFormat(), partitions=partitions,
-        filesystem=pafs.SubTreeFileSystem(store.arrow_path(rel), store.arrow_fs),
-    )
+        chosen = [(p, size, ds.scalar(True)) for p, size in files]
+    parquet, filesystem = ds.ParquetFileFormat(), pafs.SubTreeFileSystem(store.arrow_path(rel), store.arrow_fs)
+    # each file's size from the log: opening a file costs no request for it (on S3, a HEAD per file and read)
+    fragments = [parquet.make_fragment(p, filesystem, partition_expression=part, file_size=size) for p, size, part in chosen]
+    return ds.FileSystemDataset(fragments, spec.schema, parquet, filesystem)
 
 
 def read_by_key(

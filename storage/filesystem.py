@@ -343,9 +343,9 @@ class S3Store(Store):
         return self._catalog
 
     def duckdb_filesystem(self) -> Any:
-        from fsspec.implementations.arrow import ArrowFSWrapper
+        from storage.duckdb_s3 import DataFileFS
 
-        return ArrowFSWrapper(self.arrow_fs)
+        return DataFileFS(self)
 
     def delta_storage_options(self) -> dict[str, str]:
         """Region, endpoint, conditional puts (``etag``: safe concurrent commits without a

@@ -88,7 +88,7 @@ class Lake:
             self.log.learn(known[1])  # what read_arrow checks a table against (lost_tables)
             return known[0]
         recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
-        state = self.tables.state()
+        state = self.tables.state(listed=listed)
         self._refuse_lost(recorded, state.versions)
         state = dataclasses.replace(state, log_fingerprint=listed.digest)
         found = {delta_log(LOG_REL): self.log.version} | {delta_log(table_rel(name)): v for name, v in state.versions.items()}

@@ -79,6 +79,10 @@ def _digest_input(rel: str, listed: Listing) -> bytes:
     return json.dumps([rel, names, [(n, *stats(n)) for n in latest]]).encode()
 
 
+def _log_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
 def _newest(listed: Listing) -> int | None:
     """The highest version whose entry (``NNN.json``) the log lists."""
     versions = [int(m[1]) for n in listed[0] if (m := _LATEST_LOG_ENTRY.match(n))]
@@ -89,10 +93,12 @@ def _newest(listed: Listing) -> int | None:
 class LogListing:
     """How one or more Delta logs listed: ``digest`` (see the module docstring) and, per log
     folder, the highest version it lists (``newest``): a read that found exactly those versions
-    read what the listing shows, not a commit that landed after it."""
+    read what the listing shows, not a commit that landed after it; and per log folder its own
+    digest (``logs``): a table read under one of a log's digests is the same table under it."""
 
     digest: str
     newest: dict[str, int | None]
+    logs: dict[str, str]
 
 
 def log_signature(store: Store, rel: str) -> LogListing | None:
@@ -102,7 +108,8 @@ def log_signature(store: Store, rel: str) -> LogListing | None:
     listed = _listing(store, rel)
     if listed is None:
         return None
-    return LogListing(hashlib.sha256(_digest_input(rel, listed)).hexdigest()[:32], {rel: _newest(listed)})
+    digest = _log_digest(_digest_input(rel, listed))
+    return LogListing(digest, {rel: _newest(listed)}, {rel: digest})
 
 
 def log_folders(store: Store) -> list[str]:
@@ -132,12 +139,14 @@ def lake_listing(store: Store) -> LogListing:
         with ThreadPoolExecutor(max_workers=8) as pool:
             listed = list(pool.map(lambda rel: _listing(store, rel), folders))
     digest = hashlib.sha256()
-    newest = {}
+    newest, logs = {}, {}
     for rel, one in zip(folders, listed):
         if one is not None:
-            digest.update(_digest_input(rel, one))
+            data = _digest_input(rel, one)
+            digest.update(data)
             newest[rel] = _newest(one)
-    return LogListing(digest.hexdigest()[:32], newest)
+            logs[rel] = _log_digest(data)
+    return LogListing(digest.hexdigest()[:32], newest, logs)
 
 
 def lake_fingerprint(store: Store) -> str:

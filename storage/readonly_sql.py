@@ -101,8 +101,15 @@ def _quote(text: str) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The line of ``exc`` that says what went wrong: its first, or, when DuckDB passes on the
+    traceback of a Python error (its filesystem of an S3 lake is Python's), the error's own line
+    at the end of it (such as a data file that is not there), not "Traceback (most recent call last):"."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    if lines[0].startswith("Traceback (most recent call last)"):
+        return next((line for line in reversed(lines) if line and not line[0].isspace()), lines[0])
+    return lines[0]
 
 
 def _parse(sql: str) -> list[Any]:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from flows.score import COUNTS_COMPLETE, fill_scoring_counts
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, QueryFailed
 from grace_core.metrics import SCORING_COUNTS, round_metrics as core_round_metrics
 from grace_core.decisions import decide
 import storage.catalog as catalog_module
@@ -281,6 +281,29 @@ def test_s3_catalog_lives_in_the_cache_and_names_s3_urls(s3_config: LakeConfig) 
         sql = con.sql("SELECT sql FROM duckdb_views() WHERE view_name = 'claims'").fetchall()[0][0]
     assert f"{s3_config.lake}/tables/claims/round=1/part-" in sql
     assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10
+
+
+def test_s3_queries_ask_s3_once_per_process_for_a_data_files_size(s3_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB asks for the size and time of each Parquet file several times per query; what S3
+    said of a data file (never rewritten under its name) is asked once per process. A file
+    removed since fails the query, clearly, instead of reading as empty."""
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    asked: list[str] = []
+    real_info = ArrowFSWrapper.info
+    monkeypatch.setattr(ArrowFSWrapper, "info", lambda self, path, **kw: asked.append(path) or real_info(self, path, **kw))
+    lake = Lake.open(s3_config)
+    for r in (1, 2, 3):
+        lake.commit(f"c{r}", {"claims": claims(2, 5, r, prefix=f"r{r}-")})  # each commit rebuilds the catalog's views
+        assert lake.query("SELECT count(*) AS n FROM claims")["n"][0] == 10 * r
+    assert Lake.open(s3_config).query("SELECT count(DISTINCT claim_id) AS n FROM claims")["n"][0] == 30
+    files = {f.uri.removeprefix("s3://") for f in lake.state().table("claims").files}
+    data_files = [p for p in asked if p.endswith(".parquet")]
+    assert sorted(data_files) == sorted(files), "each data file asked for once, by the first query that read it"
+    gone = lake.state().table("claims").files[0]
+    remove_lake(s3_config, gone.uri.removeprefix(f"{s3_config.lake}/"))
+    with pytest.raises(QueryFailed, match=r"^FileNotFoundError: .*Path does not exist .*/tables/claims/round=1/part-"):
+        lake.query("SELECT count(*) AS n FROM claims")
 
 
 def test_leftovers_of_killed_catalog_builds_are_removed_by_a_later_build(local_config: LakeConfig) -> None:

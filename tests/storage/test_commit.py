@@ -109,6 +109,28 @@ def test_a_reader_that_read_before_sees_later_commits_of_another_lake_object(lak
     assert reader.query("SELECT count(*) AS n FROM claims")["n"][0] == 12
 
 
+def test_a_reader_reads_again_only_the_tables_whose_log_changed(lake_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lake object's next state reads again only the tables whose Delta log lists otherwise
+    than when it last read them (on S3, every table read again costs requests); a table whose
+    log lost its latest entry is read again, and refused."""
+    writer, reader = Lake.open(lake_config), Lake.open(lake_config)
+    first = claims(2, 3, 1)
+    writer.commit("one", {"claims": first, "edges": edges(first)})
+    before = reader.state()
+    updated: list[str] = []
+    real_update = DeltaTable.update_incremental
+    monkeypatch.setattr(DeltaTable, "update_incremental", lambda self: updated.append(self.table_uri.rstrip("/").rsplit("/", 1)[-1]) or real_update(self))
+    writer.commit("two", {"claims": claims(2, 3, 2, prefix="t")})
+    after = reader.state()
+    assert updated == ["claims"], "only the table a commit changed is read again"
+    assert after.table("claims").version == before.table("claims").version + 1 and after.table("edges") == before.table("edges")
+    updated.clear()
+    remove_lake(lake_config, f"tables/claims/_delta_log/{after.table('claims').version:020d}.json")
+    with pytest.raises(LakeError, match="table claims is at version"):
+        reader.state()
+    assert updated == [], "a log that lists fewer versions than were read is read afresh, not brought up to date"
+
+
 def test_what_a_process_read_is_reused_only_while_the_lake_lists_as_it_did(
         lake_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table opened for reading and the lake's state are read once per process and reused by
