@@ -127,25 +127,41 @@ def submit(page, form, done, failure: str, shot, again_shot: str, log: Path | No
            refill=None) -> None:
     """Click ``form``'s ``button`` and wait until ``done()``. The UI posts once; when the server
     was busy (a 503 while SQLite is locked) it shows an error, and a person tries again: so does
-    the test, once, after 20 s: on the same form if it is still open, else on the one
-    ``refill()`` opens and fills again (a form that closed without its answer reaching the
-    server). After 90 s it fails with the page's messages (its toasts), what the page says and
-    the end of ``log``."""
-    form.get_by_role("button", name=button).click()
-    started, again = time.monotonic(), False
-    while not done():
-        waited = time.monotonic() - started
-        if not again and waited > 20:
-            shot(again_shot)
-            if not form.get_by_role("button", name=button).count() and refill:
-                form = refill()
-            form.get_by_role("button", name=button).click()
-            again = True
-        if waited >= 90:
-            toasts = page.locator(".p-toast").all_inner_texts()
-            pytest.fail(f"{failure} after {waited:.0f} s; the page's messages: {toasts}; the page says: "
-                        f"{page.locator('body').inner_text()[-800:]}" + (f"\n{log.read_text()[-3000:]}" if log else ""))
-        time.sleep(0.5)
+    the test, every 20 s: on the same form if it is still open, else on the one ``refill()``
+    opens and fills again (a form that closed without its answer reaching the server). After
+    90 s it fails with the page's messages (its toasts), the API calls that failed meanwhile,
+    what the page says and the end of ``log``."""
+    failed: list[str] = []
+
+    def answered(response) -> None:
+        if "/api/" in response.url and response.status >= 400:
+            failed.append(f"{response.request.method} {response.url.split('/api/', 1)[1]}: {response.status} {response.status_text}")
+
+    def lost(request) -> None:
+        if "/api/" in request.url:
+            failed.append(f"{request.method} {request.url.split('/api/', 1)[1]}: {request.failure}")
+
+    page.on("response", answered)
+    page.on("requestfailed", lost)
+    try:
+        form.get_by_role("button", name=button).click()
+        started = clicked = time.monotonic()
+        while not done():
+            waited = time.monotonic() - started
+            if waited >= 90:
+                toasts = page.locator(".p-toast").all_inner_texts()
+                pytest.fail(f"{failure} after {waited:.0f} s; the page's messages: {toasts}; the API calls that failed: {failed}; "
+                            f"the page says: {page.locator('body').inner_text()[-800:]}" + (f"\n{log.read_text()[-3000:]}" if log else ""))
+            if time.monotonic() - clicked > 20:
+                shot(again_shot)
+                if not form.get_by_role("button", name=button).count() and refill:
+                    form = refill()
+                form.get_by_role("button", name=button).click()
+                clicked = time.monotonic()
+            time.sleep(0.5)
+    finally:
+        page.remove_listener("response", answered)
+        page.remove_listener("requestfailed", lost)
 
 
 @contextmanager
