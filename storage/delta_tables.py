@@ -280,7 +280,8 @@ class DeltaTables:
         if kept is not None and digest is not None and kept[2] == digest:
             self._latest[spec.name] = kept
             return kept[1]
-        if kept is not None and listed is not None and (listed.newest.get(log) or -1) < (kept[1].version or 0):
+        newest = listed.newest.get(log) if listed is not None else None
+        if kept is not None and listed is not None and (newest is None or newest < (kept[1].version or 0)):
             kept = None  # its log lists fewer versions than were read (cut short, removed): not brought up to date, read afresh
         dt = None
         if kept is not None:
@@ -295,7 +296,7 @@ class DeltaTables:
                 return TableState(spec.name, None, ())
         state = kept[1] if kept is not None and kept[1].version == dt.version() else self._state_of(spec, dt, None)
         # read under ``listed`` only when it found the version listed, not a commit that landed since
-        under = digest if listed is not None and dt.version() == listed.newest.get(log) else None
+        under = digest if listed is not None and dt.version() == newest else None
         self._latest[spec.name] = (dt, state, under)
         return state
 
