@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from types import FrameType
 from unittest import mock
 
-from grace_core.errors import GraceError
+from grace_core.errors import GraceError, first_line
 
 STARTUP_TIMEOUT_S = 180
 """Least wait for the temporary server (its first start migrates a new database, slow on a busy
@@ -142,7 +142,7 @@ def prefect_api() -> Iterator[tuple[str, bool]]:
             server.start(timeout=max(STARTUP_TIMEOUT_S, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
         except RuntimeError as exc:
             raise PrefectServerUnavailable(
-                f"the temporary Prefect server did not start ({str(exc).splitlines()[0]}); set PREFECT_API_URL to a running server"
+                f"the temporary Prefect server did not start ({first_line(exc)}); set PREFECT_API_URL to a running server"
             ) from None
         assert server.server_process is not None
         watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(server.server_process.pid)])

@@ -1,6 +1,19 @@
 """Named domain errors. The CLI turns any :class:`GraceError` into one line and exit code 2."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The line of ``exc`` that says what went wrong, for a one-line error: its first, or, when
+    the message is a Python traceback passed on by another engine (DuckDB reading an S3 lake
+    through Python's filesystem), the error's own line at its end (such as a data file that is
+    not there), not "Traceback (most recent call last):"."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    if lines[0].startswith("Traceback (most recent call last)"):
+        return next((line for line in reversed(lines) if line and not line[0].isspace()), lines[0])
+    return lines[0]
+
+
 class GraceError(Exception):
     """Base class of every error GRACE reports to a user as one clear line."""
 

@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake.exceptions import DeltaError
 
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, first_line
 from storage.commit_log import LOG_REL, LOG_SPEC, CommitRecord
 from storage.config import LakeConfig
-from storage.delta_tables import first_line, snapshot_dataset, table_rel
+from storage.delta_tables import snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
 from storage.lake import Lake
 from storage.log_listing import delta_log

@@ -68,7 +68,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, first_line
 from storage.delta_tables import TABLES_DIR, LakeState, TableState
 from storage.catalog_seal import (
     PRIVATE_COLUMNS, STATE_COLUMNS, STATE_TABLE, code_id, definitions, file_identity, known_state, remember_shown, seal, seal_key,
@@ -338,7 +338,7 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
         finally:
             os.close(built)
     except duckdb.Error as exc:
-        raise LakeError(f"lake {store.uri}: cannot build the catalog: {str(exc).strip().splitlines()[0]}") from None
+        raise LakeError(f"lake {store.uri}: cannot build the catalog: {first_line(exc)}") from None
     except OSError as exc:
         raise LakeError(f"lake {store.uri}: cannot write the catalog {target}: {exc.strerror}") from None
     finally:

@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from grace_core.errors import first_line
 from storage.commit_log import LOG_REL
-from storage.delta_tables import DeltaFile, data_files, first_line, table_rel
+from storage.delta_tables import DeltaFile, data_files, table_rel
 from storage.lake import Lake
 from storage.schemas import TABLES
 

@@ -23,8 +23,8 @@ from typing import Mapping
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from grace_core.errors import LakeError
-from storage.delta_tables import DeltaTables, TableWrite, first_line, snapshot_dataset, write_rows
+from grace_core.errors import LakeError, first_line
+from storage.delta_tables import DeltaTables, TableWrite, snapshot_dataset, write_rows
 from storage.schemas import TableSpec
 
 LOG_REL = "_grace/commits"

@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, first_line
 from storage.filesystem import Store
 from storage.log_listing import ListedCache, LogListing, delta_log, log_signature
 from storage.schemas import ROUND, TABLES, TableSpec
@@ -78,11 +78,6 @@ def table_rel(name: str) -> str:
 def description(name: str, version: int) -> str:
     """The Delta description of a GRACE table: its name and schema version."""
     return f"grace table {name}, schema version {version}"
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def retry_conflicts(action: Callable[[int], T], what: str) -> T:

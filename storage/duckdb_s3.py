@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 KEPT = 20_000
 """How many data files' sizes and times a process keeps (a few hundred bytes each)."""
-_INFOS: ListedCache[dict[str, Any]] = ListedCache(KEPT)
+_INFOS: ListedCache[dict[str, Any]] = ListedCache(KEPT)  # under no listing (digest ""): a data file's answer never changes
 
 
 class DataFileFS(ArrowFSWrapper):

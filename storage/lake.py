@@ -24,13 +24,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake.exceptions import DeltaError
 
-from grace_core.errors import InvalidTable, LakeError
+from grace_core.errors import InvalidTable, LakeError, first_line
 from storage.catalog import ensure_catalog
 from storage.catalog_seal import table_folders
 from storage.commit import CommitResult, commit_tables
 from storage.commit_log import LOG_REL, CommitLog
 from storage.config import LakeConfig
-from storage.delta_tables import DeltaTables, LakeState, first_line, read_by_key, snapshot_dataset, table_rel
+from storage.delta_tables import DeltaTables, LakeState, read_by_key, snapshot_dataset, table_rel
 from storage.filesystem import LocalStore, Store, open_store
 from storage.log_listing import ListedCache, delta_log, lake_listing
 from storage.migrate import refuse_unmigrated

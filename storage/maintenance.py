@@ -28,11 +28,11 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import DeltaError
 
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, first_line
 from storage.catalog import remove_stale_temporaries
 from storage.commit_log import LOG_REL
 from storage.config import MIN_RETENTION_HOURS
-from storage.delta_tables import first_line, retry_conflicts, table_rel, writer_properties
+from storage.delta_tables import retry_conflicts, table_rel, writer_properties
 from storage.lake import Lake
 from storage.schemas import ROUND, TABLES
 

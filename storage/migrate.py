@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grace_core.errors import LakeError
+from grace_core.errors import LakeError, first_line
 from storage.commit import commit_tables
 from storage.filesystem import Store
 from storage.schemas import table_spec
@@ -119,7 +119,7 @@ def _read_old_file(store: Store, f: OldFile, key: str) -> pa.Table:
     except FileNotFoundError:
         raise LakeError(f"{where}: the file is missing; the lake is damaged, nothing of this commit was migrated") from None
     except (OSError, pa.ArrowException) as exc:
-        raise LakeError(f"{where}: cannot read it: {str(exc).strip().splitlines()[0]}") from None
+        raise LakeError(f"{where}: cannot read it: {first_line(exc)}") from None
     if table.num_rows != f.rows:
         raise LakeError(f"{where}: {table.num_rows} rows, its commit record says {f.rows}")
     return table.replace_schema_metadata(None)

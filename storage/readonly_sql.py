@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import duckdb
 
-from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery
+from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery, first_line
 from grace_core.per_process import PerProcess
 from storage.config import SIZE_PATTERN, SIZE_UNITS, LakeConfig
 
@@ -100,24 +100,12 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _first_line(exc: BaseException) -> str:
-    """The line of ``exc`` that says what went wrong: its first, or, when DuckDB passes on the
-    traceback of a Python error (its filesystem of an S3 lake is Python's), the error's own line
-    at the end of it (such as a data file that is not there), not "Traceback (most recent call last):"."""
-    lines = str(exc).strip().splitlines()
-    if not lines:
-        return type(exc).__name__
-    if lines[0].startswith("Traceback (most recent call last)"):
-        return next((line for line in reversed(lines) if line and not line[0].isspace()), lines[0])
-    return lines[0]
-
-
 def _parse(sql: str) -> list[Any]:
     """DuckDB's statements of ``sql``."""
     try:
         return duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryFailed(f"invalid SQL: {_first_line(exc)}") from None
+        raise QueryFailed(f"invalid SQL: {first_line(exc)}") from None
 
 
 def _kind(statement: Any) -> str:
@@ -204,7 +192,7 @@ def _check_select_tree(statement: str) -> None:
     try:
         text = _serialize_sql(statement)
     except duckdb.Error as exc:
-        raise QueryFailed(f"invalid SQL: {_first_line(exc)}") from None
+        raise QueryFailed(f"invalid SQL: {first_line(exc)}") from None
     tree = json.loads(text)
     if tree.get("error"):
         raise QueryFailed(f"invalid SQL: {tree.get('error_message', 'cannot be parsed')}")
@@ -263,7 +251,7 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
             "memory_limit": config.sql_memory_limit, "threads": config.sql_threads, "temp_directory": "",
         })
     except duckdb.Error as exc:
-        raise QueryFailed(f"cannot start the SQL engine: {_first_line(exc)}") from None
+        raise QueryFailed(f"cannot start the SQL engine: {first_line(exc)}") from None
     try:
         con.execute(f"ATTACH {_quote(str(catalog))} AS {CATALOG_ALIAS} (READ_ONLY)")
         con.execute(f"USE {CATALOG_ALIAS}")
@@ -275,7 +263,7 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
         con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
         con.close()
-        raise LakeError(f"cannot open the catalog {catalog}: {_first_line(exc)}") from None
+        raise LakeError(f"cannot open the catalog {catalog}: {first_line(exc)}") from None
     return con
 
 
@@ -370,11 +358,11 @@ def run_readonly(
             ) from None
         if isinstance(exc, duckdb.OutOfMemoryException) or "Out of Memory" in str(exc):  # also Arrow's buffers
             raise QueryFailed(
-                f"the query needs more memory than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): {_first_line(exc)}"
+                f"the query needs more memory than {config.sql_memory_limit} (GRACE_SQL_MEMORY_LIMIT): {first_line(exc)}"
             ) from None
         if isinstance(exc, duckdb.PermissionException):
-            raise ReadOnlyQuery(f"grace sql reads only the lake's tables and views: {_first_line(exc)}") from None
-        raise QueryFailed(_first_line(exc)) from None
+            raise ReadOnlyQuery(f"grace sql reads only the lake's tables and views: {first_line(exc)}") from None
+        raise QueryFailed(first_line(exc)) from None
     finally:
         timer.cancel()
         con.close()
@@ -402,7 +390,7 @@ def _child(catalog: Path, statement: str, readable: Sequence[str], filesystem: A
         payload = b"E" + json.dumps({"kind": "memory", "message": ""}).encode()
     except BaseException as exc:  # noqa: BLE001 - the child reports every failure as a line, then exits
         kind = "memory" if "Out of Memory" in str(exc) else "QueryFailed"  # e.g. Arrow's buffers, as DuckDB hands them over
-        payload = b"E" + json.dumps({"kind": kind, "message": _first_line(exc) or type(exc).__name__}).encode()
+        payload = b"E" + json.dumps({"kind": kind, "message": first_line(exc) or type(exc).__name__}).encode()
     try:
         view = memoryview(payload)
         while view:

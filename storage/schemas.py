@@ -135,7 +135,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grace_core.errors import InvalidTable
+from grace_core.errors import InvalidTable, first_line
 from grace_core.metrics import SCORING_COUNTS
 
 SOURCE_KINDS = ("prior", "verified", "response")
@@ -331,7 +331,7 @@ def conform(name: str, data: pl.DataFrame | pa.Table) -> pa.Table:
         try:
             col = col.cast(f.type) if col.type != f.type else col
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise InvalidTable(f"table {name}: field '{f.name}': cannot store {col.type} as {f.type}: {str(exc).splitlines()[0]}") from None
+            raise InvalidTable(f"table {name}: field '{f.name}': cannot store {col.type} as {f.type}: {first_line(exc)}") from None
         if not f.nullable and col.null_count:
             raise InvalidTable(f"table {name}: row {_first_row(col.is_null())}: field '{f.name}' is null (required)")
         allowed = spec.allowed.get(f.name)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from grace_core.errors import GraceError
+from grace_core.errors import GraceError, first_line
 
 
 class TableFileError(GraceError):
@@ -37,8 +37,7 @@ def _scan(p: Path) -> pl.LazyFrame:
 
 
 def _cannot_read(p: Path, exc: Exception) -> TableFileError:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return TableFileError(f"{p}: cannot read as {'CSV' if p.suffix.lower() == '.csv' else 'Parquet'}: {reason}")
+    return TableFileError(f"{p}: cannot read as {'CSV' if p.suffix.lower() == '.csv' else 'Parquet'}: {first_line(exc)}")
 
 
 def document_chunks(path: str | Path, rows_per_chunk: int) -> Iterator[tuple[pl.DataFrame, pl.Series]]:
