@@ -62,6 +62,12 @@ its log's listing: opened again only once the log lists otherwise (a table opens
 milliseconds, its log lists in a fraction of one). Handed out for reading only: nothing may
 move them to another version."""
 
+_READ_STATES: ListedCache[TableState] = ListedCache(2_000)
+"""Each table's latest state (version and data files) as a lake object of this process read it
+(:meth:`DeltaTables.state`), under the digest of its log's listing: another lake object of the
+same lake (a flow's tasks each open their own) takes it while the log lists the same, instead of
+opening the table again (a few milliseconds locally, a request or more per log entry on S3)."""
+
 
 def writer_properties() -> WriterProperties:
     """Parquet files as the lake writes them: zstd, in row groups of :data:`ROW_GROUP_ROWS`
@@ -169,12 +175,13 @@ class DeltaTables:
     lake object never reads stale versions: writers load a fresh snapshot (a few milliseconds
     locally); readers reuse the one this process opened while the table's log lists as it did
     (:meth:`latest`, a fraction of a millisecond); :meth:`state` keeps the snapshots of its
-    previous call and reads only the log entries written since."""
+    previous call and reads only the log entries written since, and takes a table whose log
+    lists as when another lake object of this process read it from that read."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.options = store.delta_storage_options()
-        self._latest: dict[str, tuple[DeltaTable, TableState, str | None]] = {}  # name → table, state, log digest read under
+        self._latest: dict[str, tuple[DeltaTable | None, TableState, str | None]] = {}  # name → table, state, log digest read under
         self._latest_pid = os.getpid()
         self._latest_lock = threading.Lock()
 
@@ -193,11 +200,12 @@ class DeltaTables:
     def latest(self, rel: str) -> DeltaTable | None:
         """The Delta table at ``rel`` at its latest version, or None if absent, for reading only
         (shared: never written with, nor moved to another version): the one this process opened
-        before while its log lists as it did then (:data:`_OPENED`), else opened afresh."""
+        before while its log lists as it did then (:data:`_OPENED`), else opened afresh; None
+        without opening anything when no log lists."""
         log = delta_log(rel)
         listed = log_signature(self.store, log)
         if listed is None:
-            return self.load(rel)
+            return None  # no log: not written yet (or lost), nothing to open
         opened = _OPENED.get(self.store, rel, listed.digest)
         if opened is None:
             opened = self.load(rel)
@@ -264,22 +272,28 @@ class DeltaTables:
         return self._state_of(spec, self.table(spec, version), max_round)
 
     def _latest_state(self, spec: TableSpec, listed: LogListing | None) -> TableState:
-        """Table ``spec`` at its latest version: the snapshot kept from the previous call when its
-        log lists as it did then (``listed``: how the logs listed just before, else unknown),
-        else that snapshot brought up to date (``update_incremental``; its state reused when no
-        version was added) unless its log now lists fewer versions, else a fresh one. Call with
-        ``_latest_lock`` held."""
+        """Table ``spec`` at its latest version: absent when ``listed`` (how the logs listed just
+        before, else unknown) lists no log of it; the snapshot kept from the previous call when its
+        log lists as it did then; else the state another lake object of this process read under
+        that listing (:data:`_READ_STATES`); else that snapshot brought up to date
+        (``update_incremental``; its state reused when no version was added) unless its log now
+        lists fewer versions; else a fresh one. Call with ``_latest_lock`` held."""
         log = delta_log(table_rel(spec.name))
         digest = listed.logs.get(log) if listed is not None else None
         kept = self._latest.pop(spec.name, None)
         if kept is not None and digest is not None and kept[2] == digest:
             self._latest[spec.name] = kept
             return kept[1]
+        if listed is not None and digest is None:
+            return TableState(spec.name, None, ())  # no log listed: not written yet (or lost), nothing to open
+        if digest is not None and (read := _READ_STATES.get(self.store, log, digest)) is not None:
+            self._latest[spec.name] = (kept[0] if kept is not None else None, read, digest)  # the table kept is older: brought up to date when next needed
+            return read
         newest = listed.newest.get(log) if listed is not None else None
         if kept is not None and listed is not None and (newest is None or newest < (kept[1].version or 0)):
             kept = None  # its log lists fewer versions than were read (cut short, removed): not brought up to date, read afresh
         dt = None
-        if kept is not None:
+        if kept is not None and kept[0] is not None:
             try:
                 kept[0].update_incremental()
                 dt = self.checked(spec, kept[0])
@@ -293,6 +307,8 @@ class DeltaTables:
         # read under ``listed`` only when it found the version listed, not a commit that landed since
         under = digest if listed is not None and dt.version() == newest else None
         self._latest[spec.name] = (dt, state, under)
+        if under is not None:
+            _READ_STATES.put(self.store, log, under, state)
         return state
 
     def state(self, names: Iterable[str] | None = None, *, listed: LogListing | None = None) -> LakeState:

@@ -19,6 +19,7 @@ from deltalake.exceptions import CommitFailedError
 
 from grace_core.errors import InvalidTable, LakeError
 from storage import delta_tables
+from storage.commit_log import LOG_REL
 from storage.config import LakeConfig
 from storage.delta_tables import retry_conflicts
 from storage.lake import Lake
@@ -160,6 +161,32 @@ def test_what_a_process_read_is_reused_only_while_the_lake_lists_as_it_did(
     remove_lake(lake_config, f"tables/claims/_delta_log/{remade.table('claims').version:020d}.json")
     with pytest.raises(LakeError, match="table claims is at version"):
         third.read("claims")
+
+
+def test_a_lake_object_opens_only_the_tables_whose_log_changed_since_another_read_them(
+        lake_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new lake object (a flow's tasks each open their own) takes every table whose log lists
+    as when another lake object of the process read it from that read, and opens only the table
+    another process's commit changed since; a table with no log is absent without an attempt to
+    open it."""
+    first = claims(2, 3, 1)
+    Lake.open(lake_config).commit("one", {"claims": first, "edges": edges(first)})
+    before = Lake.open(lake_config).state()
+    code = ("import sys; from storage.config import LakeConfig; from storage.lake import Lake; "
+            "from tests.storage.sample_rows import claims; "
+            "Lake.open(LakeConfig.model_validate_json(sys.argv[1])).commit('two', {'claims': claims(2, 3, 2, prefix='t')})")
+    subprocess.run([sys.executable, "-c", code, lake_config.model_dump_json()], check=True, cwd=REPO, timeout=120)
+    opened: list[str] = []
+    real_load = delta_tables.DeltaTables.load
+    monkeypatch.setattr(delta_tables.DeltaTables, "load", lambda self, rel, version=None: opened.append(rel) or real_load(self, rel, version))
+    fresh = Lake.open(lake_config)
+    state = fresh.state()
+    assert sorted(opened) == [LOG_REL, "tables/claims"], "only the table the other process changed is opened, and the commit log"
+    assert state.table("claims").version == before.table("claims").version + 1 and state.table("edges") == before.table("edges")
+    assert state.table("verdicts").version is None
+    assert fresh.read("verdicts").height == 0
+    assert sorted(opened) == [LOG_REL, "tables/claims"], "a table never written is not opened"
+    assert fresh.read("claims").height == 12
 
 
 def test_a_table_first_written_as_it_is_read_is_not_taken_for_lost(
