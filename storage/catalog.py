@@ -74,6 +74,7 @@ from storage.catalog_seal import (
     PRIVATE_COLUMNS, STATE_COLUMNS, STATE_TABLE, code_id, definitions, file_identity, known_state, remember_shown, seal, seal_key,
     sealed, shown_state, stat_identity,
 )
+from storage.duckdb_host import catalog_connection
 from storage.filesystem import CATALOG_FILE, Store
 from storage.schemas import ROUND, TABLES, TableSpec
 from storage.views import DERIVED_VIEWS
@@ -197,14 +198,6 @@ def table_view_sql(spec: TableSpec, table: TableState) -> str:
     return "\nUNION ALL\n".join(branches)
 
 
-def _connect(store: Store, path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(str(path), read_only=read_only)
-    fs = store.duckdb_filesystem()
-    if fs is not None:
-        con.register_filesystem(fs)
-    return con
-
-
 def _versions_json() -> str:
     return json.dumps({s.name: s.version for s in TABLES.values()}, sort_keys=True)
 
@@ -224,14 +217,12 @@ def remove_stale_temporaries(folder: Path, *, now: float | None = None) -> list[
     return removed
 
 
-def _shown_versions(con: duckdb.DuckDBPyConnection, store: Store, path: Path, known: tuple | None) -> dict[str, int | None] | None:
-    """The table versions the (current-state) catalog open on ``con`` (a copy of the one at
-    ``path``) shows, when the catalog can be brought to another state of the same lake by
-    replacing the views of the tables that changed: its seal verifies (:func:`~storage.catalog_seal.sealed`;
-    ``known``: the state row this process verified or built for the very file copied, taken as
-    it is) and it was built from ``store`` by this code, with these schema versions, not as of a
-    round. None otherwise."""
-    shown = known or sealed(con, path)
+def _updatable(store: Store, shown: tuple | None) -> dict[str, int | None] | None:
+    """The table versions a (current-state) catalog whose verified state row is ``shown``
+    (:func:`~storage.catalog_seal.sealed`; None: its seal does not verify) shows, when it can be
+    brought to another state of the same lake by replacing the views of the tables that changed:
+    it was built from ``store`` by this code, with these schema versions, not as of a round.
+    None otherwise."""
     if shown is None or (shown[0], shown[2], shown[3], shown[4]) != (store.uri, _versions_json(), code_id(), None):
         return None
     return json.loads(shown[5])
@@ -286,26 +277,25 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeStat
     return row
 
 
-def _open_copy(store: Store, target: Path, tmp: Path) -> tuple[duckdb.DuckDBPyConnection | None, dict[str, int | None] | None]:
-    """A connection to a copy at ``tmp`` of the catalog at ``target`` and the table versions it
-    shows, when it can be updated (:func:`_shown_versions`); ``(None, None)`` when there is no
+def _copy(store: Store, target: Path, tmp: Path) -> dict[str, int | None] | None:
+    """Copy the catalog at ``target`` to ``tmp`` and return the table versions it shows, when it
+    can be updated (:func:`_updatable`; its state row taken as this process verified or built it
+    for the very file copied, else read and verified from the copy); None when there is no
     catalog there or it cannot (the copy is removed: the build starts from an empty file)."""
-    con = None
     try:
         copied = file_identity(target)  # a catalog is replaced whole, never rewritten in place: the same
         shutil.copyfile(target, tmp)  # identity before and after the copy means the copy is of that one file
         known = known_state(target, copied) if file_identity(target) == copied else None
-        con = _connect(store, tmp, read_only=False)
-        shown = _shown_versions(con, store, target, known)
+        if known is None:
+            with catalog_connection(tmp, read_only=True) as con:  # its views are not bound: no filesystem needed
+                known = sealed(con, target)
+        shown = _updatable(store, known)
     except (OSError, duckdb.Error):  # none there (or replaced as it was copied), or not a DuckDB file
         shown = None
     if shown is None:
-        if con is not None:
-            con.close()
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)
-        return None, None
-    return con, shown
+    return shown
 
 
 def build_catalog(store: Store, state: LakeState, target: Path | None = None) -> Path:
@@ -313,7 +303,7 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
     move it into place; returns its path.
 
     For the lake's current state, the catalog already at ``target`` is copied and updated when it
-    can be (:func:`_shown_versions`): only the tables a commit changed are written again, so a
+    can be (:func:`_updatable`): only the tables a commit changed are written again, so a
     commit does not pay for every view (a third of a second on a lake of 100,000 documents).
     The copy is of a complete file (catalogs are only ever replaced whole), and what it shows is
     read from the copy itself."""
@@ -325,12 +315,9 @@ def build_catalog(store: Store, state: LakeState, target: Path | None = None) ->
         raise LakeError(f"lake {store.uri}: cannot write the catalog folder {target.parent}: {exc.strerror}") from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        con, shown = _open_copy(store, target, tmp) if state.as_of_round is None else (None, None)
-        con = con or _connect(store, tmp, read_only=False)
-        try:
+        shown = _copy(store, target, tmp) if state.as_of_round is None else None
+        with catalog_connection(tmp, read_only=False, filesystem=store.duckdb_filesystem()) as con:
             row = _write_catalog(con, store, state, shown, seal_key(target.parent))
-        finally:
-            con.close()
         built = os.open(tmp, os.O_RDONLY)
         try:
             os.replace(tmp, target)

@@ -29,6 +29,7 @@ from stat import S_ISREG
 import duckdb
 
 from grace_core.errors import LakeError
+from storage.duckdb_host import catalog_connection
 from storage.filesystem import Store
 from storage.log_listing import lake_fingerprint
 
@@ -84,8 +85,9 @@ def definitions(con: duckdb.DuckDBPyConnection) -> bytes:
     view and table DuckDB holds (as DuckDB normalises it) and, per table, its row count and an
     order-free sum of row hashes (``lake_files``, the private copies); the state row aside."""
     objects = con.execute(
-        "SELECT 'view', view_name, sql FROM duckdb_views() WHERE NOT internal "
-        "UNION ALL SELECT 'table', table_name, sql FROM duckdb_tables() WHERE table_name <> ? ORDER BY 1, 2",
+        "SELECT 'view', view_name, sql FROM duckdb_views() WHERE NOT internal AND database_name = current_database() "
+        "UNION ALL SELECT 'table', table_name, sql FROM duckdb_tables() WHERE table_name <> ? AND database_name = current_database() "
+        "ORDER BY 1, 2",
         [STATE_TABLE]).fetchall()
     parts = [f"{kind} {name} {sql}" for kind, name, sql in objects]
     for kind, name, _ in objects:
@@ -151,11 +153,8 @@ def shown_state(path: Path) -> tuple | None:
     if known is not None and known[0] == identity:
         return known[1]
     try:
-        con = duckdb.connect(str(path), read_only=True)
-        try:
+        with catalog_connection(path, read_only=True) as con:
             row = sealed(con, path)
-        finally:
-            con.close()
     except duckdb.Error:
         row = None
     _SHOWN[path] = (identity, row)
