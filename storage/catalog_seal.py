@@ -82,8 +82,9 @@ def seal_key(folder: Path) -> bytes:
 
 def definitions(con: duckdb.DuckDBPyConnection) -> bytes:
     """What a catalog serves, in a form that changes whenever any of it does: the SQL of every
-    view and table DuckDB holds (as DuckDB normalises it) and, per table, its row count and an
-    order-free sum of row hashes (``lake_files``, the private copies); the state row aside."""
+    view and table of the connection's current database, the catalog (as DuckDB normalises it),
+    and, per table, its row count and an order-free sum of row hashes (``lake_files``, the
+    private copies); the state row aside."""
     objects = con.execute(
         "SELECT 'view', view_name, sql FROM duckdb_views() WHERE NOT internal AND database_name = current_database() "
         "UNION ALL SELECT 'table', table_name, sql FROM duckdb_tables() WHERE table_name <> ? AND database_name = current_database() "

@@ -43,6 +43,10 @@ _STATES: ListedCache[tuple[LakeState, dict[str, int]]] = ListedCache(16)
 recorded then, under the lake's listing (:func:`~storage.log_listing.lake_listing`, whose digest
 tells a catalog current), shared by every lake object: a lake whose Delta logs list as they did
 then holds what it held then."""
+LOST_CHECKS = 3
+"""How many times :meth:`Lake.state` reads a table that is behind the commit log before it
+refuses the lake (each under a new listing: a commit may land between a listing and the read of
+the commit log that follows it)."""
 
 
 class Lake:
@@ -80,16 +84,23 @@ class Lake:
 
     def state(self) -> LakeState:
         """Every table at its current version; :class:`LakeError` naming the table when one is
-        older than the commit log says it is (:meth:`lost_tables`)."""
-        # the listing first: a catalog of this state must not vouch for a commit that lands as it is read
-        listed = lake_listing(self.store)
-        known = _STATES.get(self.store, "", listed.digest)
-        if known is not None:
-            self.log.learn(known[1])  # what read_arrow checks a table against (lost_tables)
-            return known[0]
-        recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
-        state = self.tables.state(listed=listed)
-        self._refuse_lost(recorded, state.versions)
+        older than the commit log says it is (:meth:`lost_tables`). The tables are read as the
+        listing of their logs taken first showed them, and the commit log after it: a table
+        behind the commit log may be one a commit wrote in between, so it is read again under a
+        new listing, and refused only when it is behind :data:`LOST_CHECKS` times."""
+        for _ in range(LOST_CHECKS):
+            # the listing first: a catalog of this state must not vouch for a commit that lands as it is read
+            listed = lake_listing(self.store)
+            known = _STATES.get(self.store, "", listed.digest)
+            if known is not None:
+                self.log.learn(known[1])  # what read_arrow checks a table against (lost_tables)
+                return known[0]
+            recorded = self.log.latest_versions()  # read first: a commit records a version after writing it
+            state = self.tables.state(listed=listed)
+            if not self._lost(recorded, state.versions):
+                break
+        else:
+            self._refuse_lost(recorded, state.versions)
         state = dataclasses.replace(state, log_fingerprint=listed.digest)
         found = {delta_log(LOG_REL): self.log.version} | {delta_log(table_rel(name)): v for name, v in state.versions.items()}
         if all(listed.newest.get(log) == version for log, version in found.items()):  # not a commit that landed since the listing

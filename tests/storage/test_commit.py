@@ -19,10 +19,12 @@ from deltalake.exceptions import CommitFailedError
 
 from grace_core.errors import InvalidTable, LakeError
 from storage import delta_tables
+from storage import lake as lake_module
 from storage.commit_log import LOG_REL
 from storage.config import LakeConfig
 from storage.delta_tables import retry_conflicts
 from storage.lake import Lake
+from storage.log_listing import ListedCache
 from storage.schemas import TABLES, WRITE_ORDER
 from tests.storage.conftest import remove_lake
 from tests.storage.sample_rows import claims, edges
@@ -208,6 +210,35 @@ def test_a_table_first_written_as_it_is_read_is_not_taken_for_lost(
     monkeypatch.setattr(reader.tables, "table", table)
     assert reader.read("claims").height == 5
     assert looked == ["claims"]
+
+
+def test_commits_landing_between_a_states_listing_and_its_log_read_are_not_taken_for_lost(
+        lake_config: LakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state lists the logs, then reads the commit log: a commit landing in between records
+    versions the listing did not show (a table's first, a table's next, read before by another
+    lake object of the process and kept). Those tables are read again under a new listing, not refused
+    as lost; a table really behind its commit log still is."""
+    first = claims(1, 3, 1)
+    Lake.open(lake_config).commit("one", {"claims": first})
+    Lake.open(lake_config).state()  # every table as of "one", kept for the lake objects of this process
+    reader, writer = Lake.open(lake_config), Lake.open(lake_config)
+    real, landed = reader.log.latest_versions, []
+
+    def latest_versions():
+        if not landed:
+            landed.append(True)
+            more = claims(1, 3, 2, prefix="m")
+            writer.commit("two", {"claims": more, "edges": edges(more)})  # lands after the reader's listing
+        return real()
+
+    monkeypatch.setattr(reader.log, "latest_versions", latest_versions)
+    monkeypatch.setattr(lake_module, "_STATES", ListedCache(16))  # no lake state kept for the listing, as after another process's commit
+    state = reader.state()
+    assert landed and state.versions == writer.state().versions and state.table("edges").version is not None
+    monkeypatch.undo()
+    remove_lake(lake_config, f"tables/edges/_delta_log/{state.table('edges').version:020d}.json")
+    with pytest.raises(LakeError, match="table edges is"):
+        Lake.open(lake_config).state()
 
 
 def test_rows_that_do_not_fit_the_schema_write_nothing(lake: Lake) -> None:
