@@ -74,7 +74,7 @@ from storage.catalog_seal import (
     PRIVATE_COLUMNS, STATE_COLUMNS, STATE_TABLE, code_id, definitions, file_identity, known_state, remember_shown, seal, seal_key,
     sealed, shown_state, stat_identity,
 )
-from storage.duckdb_host import catalog_connection
+from storage.duckdb_host import catalog_connection, sql_string
 from storage.filesystem import CATALOG_FILE, Store
 from storage.schemas import ROUND, TABLES, TableSpec
 from storage.views import DERIVED_VIEWS
@@ -106,13 +106,9 @@ def _sql_type(t: pa.DataType) -> str:
     raise LakeError(f"no DuckDB type for {t}")
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 _OWN_SUFFIX = f"/{CATALOG_FILE}.tmp"
 _TEMP_DIRECTORY = "current_setting('temp_directory')"
-_OPEN_AS_OWN = f"ends_with({_TEMP_DIRECTORY}, {_quote(_OWN_SUFFIX)})"
+_OPEN_AS_OWN = f"ends_with({_TEMP_DIRECTORY}, {sql_string(_OWN_SUFFIX)})"
 """True in a session that opened a file named ``catalog.duckdb`` as its database: DuckDB's
 default ``temp_directory`` is the database file's path plus ``.tmp`` (absolute), the one value
 a view can read at bind time that tells where its catalog lies (table-function arguments must
@@ -151,13 +147,13 @@ def _located_sql(root: str, path: str) -> str:
     return (f"CASE WHEN {_OPEN_AS_OWN} THEN left({_TEMP_DIRECTORY}, length({_TEMP_DIRECTORY}) - {skip}) || "
             f"substr({path}, {len(root) + 2}) "
             f"WHEN {_TEMP_DIRECTORY} = '' OR (ends_with({_TEMP_DIRECTORY}, '.tmp') AND {_TEMP_DIRECTORY} <> '.tmp') "
-            f"THEN {path} ELSE error({_quote(message)}) END")
+            f"THEN {path} ELSE error({sql_string(message)}) END")
 
 
 def _paths_sql(uris: list[str], root: str | None) -> str:
     """The ``read_parquet`` file list: the URIs (S3, or local paths placed by
     :func:`_located_sql` under the folder the catalog lies in)."""
-    listed = "[" + ", ".join(_quote(u) for u in uris) + "]"
+    listed = "[" + ", ".join(sql_string(u) for u in uris) + "]"
     return listed if root is None else f"list_transform({listed}, lambda f: {_located_sql(root, 'f')})"
 
 
@@ -262,7 +258,7 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, state: LakeStat
         for name, sql in DERIVED_VIEWS.items():
             con.execute(f'CREATE VIEW "{name}" AS {sql}')
     con.register("_files", _file_listing(state.table(spec.name) for spec in changed))
-    others = f"table_name NOT IN ({', '.join(_quote(spec.name) for spec in changed)})" if changed else "TRUE"
+    others = f"table_name NOT IN ({', '.join(sql_string(spec.name) for spec in changed)})" if changed else "TRUE"
     kept = "" if shown is None else f"SELECT * FROM {FILES_TABLE} WHERE {others} UNION ALL "
     con.execute(f"CREATE OR REPLACE TABLE {FILES_TABLE} AS SELECT * FROM ({kept}SELECT * FROM _files) ORDER BY table_name, round, path")
     con.unregister("_files")

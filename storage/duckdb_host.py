@@ -26,6 +26,11 @@ import duckdb
 
 from grace_core.per_process import PerProcess
 
+def sql_string(text: str) -> str:
+    """``text`` as a DuckDB string literal (single quotes, each inner one doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 _HOST: PerProcess[None, tuple[duckdb.DuckDBPyConnection, threading.RLock]] = PerProcess(
     lambda _: (duckdb.connect(":memory:", config={"temp_directory": ""}), threading.RLock()))
 
@@ -46,12 +51,11 @@ def catalog_connection(path: Path, *, read_only: bool, filesystem: Any | None = 
         return
     host, lock = _HOST.get(None)
     alias = f"catalog_{uuid.uuid4().hex}"
-    quoted = "'" + str(path).replace("'", "''") + "'"
     with lock:
         con = host.cursor()
         attached = done = False
         try:
-            con.execute(f"ATTACH {quoted} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
+            con.execute(f"ATTACH {sql_string(str(path))} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
             attached = True
             con.execute(f"USE {alias}")
             yield con

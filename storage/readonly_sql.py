@@ -61,6 +61,7 @@ import duckdb
 from grace_core.errors import LakeError, QueryFailed, ReadOnlyQuery, first_line
 from grace_core.per_process import PerProcess
 from storage.config import SIZE_PATTERN, SIZE_UNITS, LakeConfig
+from storage.duckdb_host import sql_string
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -94,10 +95,6 @@ def size_bytes(text: str) -> int:
     if m is None:
         raise ValueError(f"not a size like 512MB or 2GB: {text!r}")
     return int(float(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _parse(sql: str) -> list[Any]:
@@ -253,11 +250,11 @@ def sandbox(catalog: Path, *, readable: Sequence[str], filesystem: Any | None, c
     except duckdb.Error as exc:
         raise QueryFailed(f"cannot start the SQL engine: {first_line(exc)}") from None
     try:
-        con.execute(f"ATTACH {_quote(str(catalog))} AS {CATALOG_ALIAS} (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(str(catalog))} AS {CATALOG_ALIAS} (READ_ONLY)")
         con.execute(f"USE {CATALOG_ALIAS}")
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        con.execute(f"SET allowed_directories = [{', '.join(_quote(p) for p in readable)}]")
+        con.execute(f"SET allowed_directories = [{', '.join(sql_string(p) for p in readable)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET enable_progress_bar = false")  # drawn on stdout (a flow run's log) by a long query
         con.execute("SET lock_configuration = true")
